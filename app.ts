@@ -1,0 +1,129 @@
+// The service as a Fastify plugin: plugins/external → plugins/app → routes, one error
+// handler and one not-found handler. server.ts and the tests build it the same way,
+// from serverOptions() and a loaded configuration.
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+import autoload from '@fastify/autoload'
+import { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { AppConfig } from './schemas/config.js'
+import { formatValidationDetails, isAppError, ValidationError } from './schemas/errors.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    config: AppConfig
+  }
+  interface FastifyContextConfig {
+    /** The `error` text for schema validation failures (default `Validation failed`). */
+    validationError?: string
+    /** false: no per-request log line (health checks). */
+    logRequest?: boolean
+  }
+}
+
+export interface AppOptions {
+  config: AppConfig
+}
+
+const dirname = path.dirname(fileURLToPath(import.meta.url))
+const REQUEST_ID = /^[\w.:-]{1,128}$/
+export const BODY_LIMIT = 1024 * 1024
+
+/** What must never reach a log line. */
+export const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers.cookie', 'req.headers["stripe-signature"]',
+  'res.headers["set-cookie"]', 'headers.authorization', 'headers.cookie',
+  'password', 'currentPassword', 'newPassword', '*.password', '*.currentPassword', '*.newPassword',
+  'token', '*.token', 'secret', '*.secret', 'apiKey', '*.apiKey'
+]
+
+export function serverOptions (config: AppConfig): FastifyServerOptions {
+  return {
+    logger: {
+      level: config.LOG_LEVEL,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      ...(config.NODE_ENV === 'development' && {
+        transport: { target: 'pino-pretty', options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } }
+      })
+    },
+    // One line per request comes from plugins/app/request-log.ts instead.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
+    bodyLimit: BODY_LIMIT,
+    genReqId: (req: IncomingMessage) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    ajv: {
+      customOptions: {
+        // Unknown fields are refused, not silently dropped (decisions.md).
+        removeAdditional: false,
+        useDefaults: true,
+        coerceTypes: 'array',
+        allErrors: true,
+        // parentSchema on errors, so our `errorMessage` keyword can be read back.
+        verbose: true,
+        keywords: ['errorMessage']
+      }
+    },
+    routerOptions: { maxParamLength: 200 }
+  }
+}
+
+// Errors that mean the database cannot be reached right now (as opposed to a bad query).
+const DB_UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
+export function isDatabaseUnavailable (err: { code?: unknown, message?: string }): boolean {
+  if (typeof err.code === 'string' && DB_UNAVAILABLE_CODES.has(err.code)) return true
+  const message = err.message ?? ''
+  return message.includes('timeout exceeded when trying to connect') ||
+    message.includes('Connection terminated') ||
+    message.includes('PGlite is closed')
+}
+
+const fastifyClientErrors: Record<string, [number, string]> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'Unsupported media type'],
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'Payload too large'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'Invalid JSON body'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'Invalid JSON body']
+}
+
+export default async function serviceApp (fastify: FastifyInstance, opts: AppOptions) {
+  fastify.decorate('config', opts.config)
+
+  // Set before any plugin or route, so every encapsulated context inherits them.
+  fastify.setErrorHandler(function (err: FastifyError, request, reply) {
+    const send = (status: number, error: string, details?: string[]) =>
+      reply.code(status).send(details === undefined ? { success: false, error } : { success: false, error, details })
+
+    if (err.validation) {
+      const error = request.routeOptions.config.validationError ?? 'Validation failed'
+      return send(400, error, formatValidationDetails(err.validation, err.validationContext))
+    }
+    if (err instanceof ValidationError) return send(400, err.message, err.details)
+    if (isAppError(err)) return send(err.statusCode ?? 500, err.message)
+    const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]
+    if (known) return send(known[0], known[1])
+    // The JSON parser's SyntaxError carries 400 but no code.
+    if (err instanceof SyntaxError && err.statusCode === 400) return send(400, 'Invalid JSON body')
+    if (isDatabaseUnavailable(err)) {
+      request.log.error({ err: { message: err.message, code: err.code } }, 'database unavailable')
+      return send(503, 'Service unavailable')
+    }
+    const status = err.statusCode ?? 500
+    if (status >= 400 && status < 500) return send(status, status === 404 ? 'Not found' : 'Bad request')
+    request.log.error({ err }, 'unexpected error')
+    return send(500, 'Internal server error')
+  })
+
+  fastify.setNotFoundHandler(function (_request, reply) {
+    return reply.code(404).send({ success: false, error: 'Not found' })
+  })
+
+  // JSON only: a text/plain body on a JSON route is a 415, not a string handed to validation.
+  fastify.removeContentTypeParser('text/plain')
+
+  // Plugins read fastify.config themselves; `options: {}` is what autoload needs for autoConfig functions.
+  await fastify.register(autoload, { dir: path.join(dirname, 'plugins/external'), options: {} })
+  await fastify.register(autoload, { dir: path.join(dirname, 'plugins/app'), options: {} })
+  await fastify.register(autoload, { dir: path.join(dirname, 'routes'), options: {} })
+}

@@ -1,0 +1,47 @@
+// Preferences: one row per user. The user-editable fields only; billing writes its own.
+import { sql, type Kysely } from 'kysely'
+import type { Preferences, UpdatePreferencesBody } from '../schemas/preferences.js'
+import type { Database, PreferencesRow } from './types.js'
+
+export const toPreferences = (row: PreferencesRow): Preferences => ({
+  theme: row.theme,
+  language: row.language,
+  plan: row.plan,
+  defaultStatus: row.default_status,
+  emailNotifications: row.email_notifications,
+  taskReminders: row.task_reminders,
+  weeklyDigest: row.weekly_digest,
+  paymentCustomerId: row.payment_customer_id,
+  paymentSubscriptionId: row.payment_subscription_id,
+  paymentSubscriptionStatus: row.payment_subscription_status,
+  paymentPriceId: row.payment_price_id,
+  paymentCurrentPeriodEnd: row.payment_current_period_end === null ? null : row.payment_current_period_end.toISOString()
+})
+
+/** The user's preferences, creating the default row when there is none. */
+export async function getOrCreatePreferences (db: Kysely<Database>, userId: string): Promise<PreferencesRow> {
+  const existing = await db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirst()
+  if (existing) return existing
+  // Concurrent first reads race to insert; the unique user_id makes the loser a no-op.
+  await db.insertInto('user_preferences').values({ user_id: userId })
+    .onConflict((oc) => oc.column('user_id').doNothing())
+    .execute()
+  return db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirstOrThrow()
+}
+
+export async function updatePreferences (db: Kysely<Database>, userId: string, changes: UpdatePreferencesBody): Promise<PreferencesRow> {
+  await getOrCreatePreferences(db, userId)
+  return db.updateTable('user_preferences')
+    .set({
+      ...(changes.theme !== undefined && { theme: changes.theme }),
+      ...(changes.language !== undefined && { language: changes.language }),
+      ...(changes.defaultStatus !== undefined && { default_status: changes.defaultStatus }),
+      ...(changes.emailNotifications !== undefined && { email_notifications: changes.emailNotifications }),
+      ...(changes.taskReminders !== undefined && { task_reminders: changes.taskReminders }),
+      ...(changes.weeklyDigest !== undefined && { weekly_digest: changes.weeklyDigest }),
+      updated_at: sql`now()`
+    })
+    .where('user_id', '=', userId)
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}

@@ -1,0 +1,81 @@
+// Row types of the database, as Kysely sees them. Columns are snake_case; the JSON
+// shapes (camelCase) live in schemas/ and are mapped in the repositories.
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely'
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>
+
+export type TaskStatus = 'todo' | 'in-progress' | 'completed'
+export const TASK_STATUSES: readonly TaskStatus[] = ['todo', 'in-progress', 'completed']
+
+export interface UsersTable {
+  id: string
+  name: string | null
+  email: string
+  password: string
+  image: string | null
+  email_verified: NullableTimestamp
+  /** Bumped on a password change; tokens carry it as `ver`, older ones stop working. */
+  token_version: Generated<number>
+  created_at: Generated<Date>
+  updated_at: Timestamp
+}
+
+export interface UserPreferencesTable {
+  id: Generated<number>
+  user_id: string
+  theme: Generated<string>
+  language: Generated<string>
+  plan: Generated<string>
+  default_status: Generated<TaskStatus>
+  email_notifications: Generated<boolean>
+  task_reminders: Generated<boolean>
+  weekly_digest: Generated<boolean>
+  payment_customer_id: string | null
+  payment_subscription_id: string | null
+  payment_subscription_status: string | null
+  payment_price_id: string | null
+  payment_current_period_end: NullableTimestamp
+  cancel_at_period_end: Generated<boolean>
+  created_at: Generated<Date>
+  updated_at: Timestamp
+}
+
+export interface TasksTable {
+  id: Generated<number>
+  user_id: string
+  title: string
+  description: string | null
+  status: Generated<TaskStatus>
+  due_date: NullableTimestamp
+  completed_at: NullableTimestamp
+  created_at: Generated<Date>
+  updated_at: Timestamp
+}
+
+export interface RevokedTokensTable {
+  jti: string
+  user_id: string
+  expires_at: Timestamp
+}
+
+export interface UsageEventsTable {
+  id: Generated<string>
+  user_id: string
+  name: string
+  properties: ColumnType<Record<string, unknown>, string, string>
+  created_at: Generated<Date>
+}
+
+export interface Database {
+  users: UsersTable
+  user_preferences: UserPreferencesTable
+  tasks: TasksTable
+  revoked_tokens: RevokedTokensTable
+  usage_events: UsageEventsTable
+}
+
+export type UserRow = Selectable<UsersTable>
+export type NewUser = Insertable<UsersTable>
+export type TaskRow = Selectable<TasksTable>
+export type PreferencesRow = Selectable<UserPreferencesTable>

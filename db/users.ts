@@ -1,0 +1,82 @@
+// Users: creation with default preferences, lookups for sign-in and for token checks.
+import { sql, type Kysely } from 'kysely'
+import type { User } from '../schemas/users.js'
+import type { Database, UserRow } from './types.js'
+
+const iso = (d: Date | null): string | null => d === null ? null : d.toISOString()
+
+export const toUser = (row: UserRow): User => ({
+  id: row.id,
+  name: row.name,
+  email: row.email,
+  image: row.image,
+  emailVerified: iso(row.email_verified),
+  createdAt: row.created_at.toISOString(),
+  updatedAt: row.updated_at.toISOString()
+})
+
+/** Emails are one account regardless of case or surrounding blanks. */
+export const normalizeEmail = (email: string): string => email.trim().toLowerCase()
+
+/** Inserts the user and their default preferences row; run it inside a transaction. */
+export async function createUserWithPreferences (
+  db: Kysely<Database>,
+  user: { id: string, name: string | null, email: string, passwordHash: string }
+): Promise<UserRow> {
+  const row = await db.insertInto('users')
+    .values({ id: user.id, name: user.name, email: user.email, password: user.passwordHash })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+  await db.insertInto('user_preferences').values({ user_id: user.id }).execute()
+  return row
+}
+
+export function findUserByEmail (db: Kysely<Database>, email: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst()
+}
+
+export function findUserById (db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst()
+}
+
+/**
+ * The user a token names, unless that token was revoked: one round trip per
+ * authenticated request.
+ */
+export function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll()
+    .where('id', '=', userId)
+    .where(({ not, exists, selectFrom }) => not(exists(
+      selectFrom('revoked_tokens').select(sql`1`.as('one')).where('jti', '=', jti)
+    )))
+    .executeTakeFirst()
+}
+
+export async function updateUser (
+  db: Kysely<Database>,
+  id: string,
+  changes: { name?: string | null, image?: string | null, email?: string, passwordHash?: string }
+): Promise<UserRow> {
+  return db.updateTable('users')
+    .set({
+      ...(changes.name !== undefined && { name: changes.name }),
+      ...(changes.image !== undefined && { image: changes.image }),
+      ...(changes.email !== undefined && { email: changes.email }),
+      // A new password ends every session that existed before it.
+      ...(changes.passwordHash !== undefined && { password: changes.passwordHash, token_version: sql<number>`token_version + 1` }),
+      updated_at: sql`now()`
+    })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}
+
+/** Deletes the user; tasks, preferences, revoked tokens and usage events go with it (ON DELETE CASCADE). */
+export async function deleteUser (db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('users').where('id', '=', id).executeTakeFirst()
+  return result.numDeletedRows > 0n
+}
+
+/** Postgres unique_violation, e.g. a second account for one email. */
+export const isUniqueViolation = (err: unknown): boolean =>
+  typeof err === 'object' && err !== null && (err as { code?: unknown }).code === '23505'

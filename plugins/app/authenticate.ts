@@ -1,0 +1,79 @@
+// Protection is structural: every route requires a valid user unless it declares
+// `config: { public: true }`. A forgotten option fails closed.
+import { randomUUID } from 'node:crypto'
+import fp from 'fastify-plugin'
+import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
+import { findUserForToken } from '../../db/users.js'
+import type { UserRow } from '../../db/types.js'
+import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
+import { UnauthorizedError } from '../../schemas/errors.js'
+
+export const AUTH_COOKIE = 'auth_token'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Reachable without a token. */
+    public?: boolean
+  }
+  interface FastifyRequest {
+    tokenClaims: VerifiedClaims | null
+  }
+  interface FastifyInstance {
+    authenticate: onRequestHookHandler
+    /** Signs a token for the user and sets it as the auth cookie; returns it for the body. */
+    signIn: (reply: FastifyReply, user: UserRow) => string
+    clearAuthCookie: (reply: FastifyReply) => void
+  }
+}
+
+function bearerToken (request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization
+  if (header !== undefined) {
+    const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header)
+    if (match) return match[1]
+  }
+  // The header wins (spec §5.2); the cookie is the fallback for browser sessions.
+  return request.cookies[AUTH_COOKIE] || undefined
+}
+
+export default fp(async function authenticate (fastify) {
+  const secureCookie = new URL(fastify.config.API_URL).protocol === 'https:'
+  const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: secureCookie } as const
+
+  // @fastify/jwt already decorates request.tokenClaims (its decoratorName).
+  fastify.decorateRequest('user', null as unknown as UserRow)
+
+  fastify.decorate('authenticate', async function (request: FastifyRequest) {
+    const token = bearerToken(request)
+    if (token === undefined) throw new UnauthorizedError()
+    let claims: VerifiedClaims
+    try {
+      claims = fastify.jwt.verify<VerifiedClaims>(token)
+    } catch {
+      throw new UnauthorizedError()
+    }
+    const user = await findUserForToken(fastify.db, claims.sub, claims.jti)
+    // A deleted user, a revoked token, or a token from before a password change.
+    if (user === undefined || user.token_version !== claims.ver) throw new UnauthorizedError()
+    request.user = user
+    request.tokenClaims = claims
+  })
+
+  fastify.decorate('signIn', function (reply: FastifyReply, user: UserRow): string {
+    const token = fastify.jwt.sign({ sub: user.id, email: user.email, jti: randomUUID(), ver: user.token_version })
+    reply.setCookie(AUTH_COOKIE, token, { ...cookieOptions, maxAge: TOKEN_LIFETIME_SECONDS })
+    return token
+  })
+
+  fastify.decorate('clearAuthCookie', function (reply: FastifyReply) {
+    reply.clearCookie(AUTH_COOKIE, cookieOptions)
+  })
+
+  fastify.addHook('onRoute', (route) => {
+    if (route.config?.public === true) return
+    const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
+    route.onRequest = [fastify.authenticate, ...existing]
+    // The document says what the hook enforces, so it cannot drift from it.
+    if (route.schema !== undefined) route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
+  })
+}, { name: 'authenticate', dependencies: ['db', '@fastify/jwt', '@fastify/cookie'] })

@@ -1,0 +1,44 @@
+// JWT: HS256 only, issuer and audience pinned, exp/sub/jti required (decisions.md).
+import jwt, { type FastifyJWTOptions } from '@fastify/jwt'
+import type { FastifyInstance } from 'fastify'
+import type { UserRow } from '../../db/types.js'
+
+export interface TokenClaims {
+  sub: string
+  email: string
+  jti: string
+  /** The user's token_version when the token was issued. */
+  ver: number
+}
+
+declare module '@fastify/jwt' {
+  interface FastifyJWT {
+    payload: TokenClaims
+    // request.user is the user loaded from the database by the authenticate hook.
+    user: UserRow
+  }
+}
+
+export type VerifiedClaims = TokenClaims & { iat: number, exp: number, iss: string, aud: string }
+
+export const TOKEN_LIFETIME_SECONDS = 7 * 24 * 60 * 60
+
+export const autoConfig = (fastify: FastifyInstance): FastifyJWTOptions => ({
+  secret: fastify.config.AUTH_JWT_SECRET,
+  sign: {
+    algorithm: 'HS256',
+    iss: fastify.config.APP_URL,
+    aud: fastify.config.API_URL,
+    expiresIn: `${TOKEN_LIFETIME_SECONDS}s`
+  },
+  verify: {
+    algorithms: ['HS256'],
+    allowedIss: fastify.config.APP_URL,
+    allowedAud: fastify.config.API_URL,
+    requiredClaims: ['exp', 'iat', 'sub', 'jti', 'iss', 'aud']
+  },
+  // Our authenticate hook sets request.user to the database user; keep the raw claims apart.
+  decoratorName: 'tokenClaims'
+})
+
+export default jwt

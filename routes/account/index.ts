@@ -1,0 +1,75 @@
+// The caller's profile, and account deletion.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
+import { errorResponses, NullSuccess, Success } from '../../schemas/common.js'
+import { EmailTakenError, InvalidCurrentPasswordError, ValidationError } from '../../schemas/errors.js'
+import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, User } from '../../schemas/users.js'
+
+const account: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { db, passwords } = fastify
+
+  fastify.get('/profile', {
+    schema: {
+      tags: ['account'],
+      operationId: 'getProfile',
+      summary: 'The caller\'s profile',
+      response: { 200: Success(User), ...errorResponses(401, 503) }
+    }
+  }, async (request) => ({ success: true as const, data: toUser(request.user) }))
+
+  fastify.patch('/profile', {
+    schema: {
+      tags: ['account'],
+      operationId: 'updateProfile',
+      summary: 'Change name, image, email or password',
+      description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`.',
+      body: ProfileUpdateBody,
+      response: { 200: ProfileResponse, ...errorResponses(400, 401, 409, 413, 415, 503) }
+    }
+  }, async (request, reply) => {
+    const { body, user } = request
+    let passwordHash: string | undefined
+    if ((body.newPassword === undefined) !== (body.currentPassword === undefined)) {
+      const missing = body.newPassword === undefined ? 'newPassword' : 'currentPassword'
+      throw new ValidationError([`Both currentPassword and newPassword are required to change the password - ${missing}`])
+    }
+    if (body.newPassword !== undefined && body.currentPassword !== undefined) {
+      if (Buffer.byteLength(body.newPassword, 'utf8') > MAX_PASSWORD_BYTES) {
+        throw new ValidationError([`Password must be at most ${MAX_PASSWORD_BYTES} bytes - newPassword`])
+      }
+      if (!await passwords.verify(body.currentPassword, user.password)) throw new InvalidCurrentPasswordError()
+      passwordHash = await passwords.hash(body.newPassword)
+    }
+    let updated
+    try {
+      updated = await updateUser(db, user.id, {
+        name: body.name === undefined ? undefined : (body.name?.trim() || null),
+        image: body.image,
+        email: body.email === undefined ? undefined : normalizeEmail(body.email),
+        passwordHash
+      })
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new EmailTakenError()
+      throw err
+    }
+    if (passwordHash === undefined) return { success: true as const, data: toUser(updated) }
+    const token = fastify.signIn(reply, updated)
+    return { success: true as const, data: toUser(updated), token }
+  })
+
+  fastify.delete('/delete', {
+    schema: {
+      tags: ['account'],
+      operationId: 'deleteAccount',
+      summary: 'Delete the account with its tasks, preferences and usage events',
+      response: { 200: NullSuccess, ...errorResponses(401, 503) }
+    }
+  }, async (request, reply) => {
+    // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
+    await deleteUser(db, request.user.id)
+    fastify.clearAuthCookie(reply)
+    return { success: true as const, data: null }
+  })
+}
+
+export default account

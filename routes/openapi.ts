@@ -1,0 +1,11 @@
+// The generated OpenAPI document.
+import type { FastifyPluginAsync } from 'fastify'
+
+const openapi: FastifyPluginAsync = async (fastify) => {
+  fastify.get('/openapi.json', {
+    config: { public: true },
+    schema: { hide: true }
+  }, async () => fastify.swagger())
+}
+
+export default openapi

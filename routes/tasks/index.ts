@@ -1,0 +1,115 @@
+// The caller's tasks. Another user's task is indistinguishable from a missing one (404).
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { deleteTaskForUser, findTaskForUser, insertTask, listTasks, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
+import { recordUsageEvent } from '../../db/usage-events.js'
+import { errorResponses, Success } from '../../schemas/common.js'
+import { TaskNotFoundError } from '../../schemas/errors.js'
+import { CreateTaskBody, ListTasksQuery, Task, TaskIdParams, UpdateTaskBody } from '../../schemas/tasks.js'
+
+const TaskResponse = Success(Task)
+
+const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { db } = fastify
+
+  fastify.get('', {
+    schema: {
+      tags: ['tasks'],
+      operationId: 'listTasks',
+      summary: 'List the caller\'s tasks, newest first',
+      description: 'The total matching count is in the `X-Total-Count` header.',
+      querystring: ListTasksQuery,
+      response: {
+        200: {
+          ...Success(Type.Array(Task)),
+          headers: Type.Object({ 'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }) })
+        },
+        ...errorResponses(400, 401, 503)
+      }
+    }
+  }, async (request, reply) => {
+    const { tasks, total } = await listTasks(db, request.user.id, request.query)
+    reply.header('x-total-count', total)
+    return { success: true as const, data: tasks }
+  })
+
+  fastify.post('', {
+    schema: {
+      tags: ['tasks'],
+      operationId: 'createTask',
+      summary: 'Create a task',
+      body: CreateTaskBody,
+      response: { 201: TaskResponse, ...errorResponses(400, 401, 413, 415, 503) }
+    }
+  }, async (request, reply) => {
+    const userId = request.user.id
+    const task = await db.transaction().execute(async (tx) => {
+      const created = await insertTask(tx, userId, request.body)
+      await recordUsageEvent(tx, { name: 'task_created', userId, properties: { userId, taskId: created.id } })
+      return created
+    })
+    return reply.code(201).send({ success: true, data: task })
+  })
+
+  fastify.get('/:id', {
+    schema: {
+      tags: ['tasks'],
+      operationId: 'getTask',
+      summary: 'One task',
+      params: TaskIdParams,
+      response: { 200: TaskResponse, ...errorResponses(400, 401, 404, 503) }
+    }
+  }, async (request) => {
+    const task = await findTaskForUser(db, request.user.id, request.params.id)
+    if (task === undefined) throw new TaskNotFoundError()
+    return { success: true as const, data: task }
+  })
+
+  fastify.patch('/:id', {
+    schema: {
+      tags: ['tasks'],
+      operationId: 'updateTask',
+      summary: 'Change some fields of a task',
+      description: '`completedAt` is set when the status becomes `completed` and cleared when it leaves it.',
+      params: TaskIdParams,
+      body: UpdateTaskBody,
+      response: { 200: TaskResponse, ...errorResponses(400, 401, 404, 413, 415, 503) }
+    }
+  }, async (request) => {
+    const task = await updateTaskForUser(db, request.user.id, request.params.id, request.body)
+    if (task === undefined) throw new TaskNotFoundError()
+    return { success: true as const, data: task }
+  })
+
+  fastify.put('/:id', {
+    schema: {
+      tags: ['tasks'],
+      operationId: 'replaceTask',
+      summary: 'Replace a task',
+      description: 'Full replacement: omitted optional fields become null, an omitted status becomes `todo`.',
+      params: TaskIdParams,
+      body: CreateTaskBody,
+      response: { 200: TaskResponse, ...errorResponses(400, 401, 404, 413, 415, 503) }
+    }
+  }, async (request) => {
+    const task = await replaceTaskForUser(db, request.user.id, request.params.id, request.body)
+    if (task === undefined) throw new TaskNotFoundError()
+    return { success: true as const, data: task }
+  })
+
+  fastify.delete('/:id', {
+    schema: {
+      tags: ['tasks'],
+      operationId: 'deleteTask',
+      summary: 'Delete a task',
+      params: TaskIdParams,
+      response: { 200: Success(Type.Object({ id: Type.Integer() })), ...errorResponses(400, 401, 404, 503) }
+    }
+  }, async (request) => {
+    const { id } = request.params
+    if (!await deleteTaskForUser(db, request.user.id, id)) throw new TaskNotFoundError()
+    return { success: true as const, data: { id } }
+  })
+}
+
+export default tasks

@@ -1,0 +1,89 @@
+// Configuration: the environment, validated once at start-up. A bad value stops the
+// process with one line that names the variable (see loadConfig).
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join, resolve } from 'node:path'
+import { envSchema } from 'env-schema'
+import { Type, type Static } from 'typebox'
+
+const Url = (defaultValue: string) =>
+  Type.String({ pattern: '^https?://[^\\s/]+', default: defaultValue, errorMessage: 'must be an http(s) URL' })
+
+export const ConfigSchema = Type.Object({
+  NODE_ENV: Type.String({ default: 'development' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3002, errorMessage: 'must be a port number (0-65535)' }),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', errorMessage: 'must be a postgres:// or postgresql:// URL' })),
+  DATABASE_POOL_MAX: Type.Integer({ minimum: 1, maximum: 1000, default: 10, errorMessage: 'must be an integer from 1 to 1000' }),
+  DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
+  AUTH_JWT_SECRET: Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' })),
+  APP_URL: Url('http://localhost:3000'),
+  API_URL: Url('http://localhost:3002'),
+  PAYMENT_SECRET_KEY: Type.Optional(Type.String({ minLength: 1 })),
+  PAYMENT_WEBHOOK_SECRET: Type.Optional(Type.String({ minLength: 1 })),
+  PAYMENT_PRICE_IDS: Type.String({ default: '' }),
+  PAYMENT_API_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })),
+  LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
+  LOG_TOKEN: Type.Optional(Type.String()),
+  LOG_DATASET: Type.Optional(Type.String())
+})
+
+type RawConfig = Static<typeof ConfigSchema>
+
+export type AppConfig = RawConfig & {
+  /** Always set after loadConfig: from the environment or, outside production, generated and kept in DATA_DIR. */
+  AUTH_JWT_SECRET: string
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError'
+}
+
+interface AjvLikeError { instancePath: string, keyword: string, params: Record<string, unknown>, message?: string }
+
+function describe (error: AjvLikeError): string {
+  const name = error.keyword === 'required'
+    ? String(error.params.missingProperty)
+    : error.instancePath.replace(/^\//, '')
+  const property = (ConfigSchema.properties as Record<string, { errorMessage?: string }>)[name]
+  return `${name} ${property?.errorMessage ?? error.message ?? 'is invalid'}`
+}
+
+/**
+ * Validates `env` (process.env by default) and returns the typed configuration.
+ * Throws ConfigError with one readable line naming the first bad variable.
+ */
+export function loadConfig (env: Record<string, string | undefined> = process.env): AppConfig {
+  // Empty strings mean "unset": `FOO= npm start` should not be a validation error.
+  const data = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
+  let raw: RawConfig
+  try {
+    raw = envSchema<RawConfig>({ schema: ConfigSchema, data, dotenv: false, ajv: { customOptions: (ajv) => ajv.addKeyword('errorMessage') } })
+  } catch (err) {
+    const errors = (err as { errors?: AjvLikeError[] }).errors
+    const first = errors?.[0]
+    throw new ConfigError(`Invalid configuration: ${first ? describe(first) : (err as Error).message}`)
+  }
+  return { ...raw, AUTH_JWT_SECRET: raw.AUTH_JWT_SECRET ?? developmentSecret(raw) }
+}
+
+// Outside production a missing secret is generated once and kept beside the embedded
+// database, so tokens survive restarts with zero configuration.
+function developmentSecret (raw: RawConfig): string {
+  if (raw.NODE_ENV === 'production') {
+    throw new ConfigError('Invalid configuration: AUTH_JWT_SECRET is required in production (at least 32 characters)')
+  }
+  const dir = resolve(raw.DATA_DIR)
+  const file = join(dir, 'jwt-secret')
+  try {
+    const kept = readFileSync(file, 'utf8').trim()
+    if (kept.length >= 32) return kept
+  } catch {}
+  mkdirSync(dir, { recursive: true })
+  const secret = randomBytes(48).toString('base64url')
+  writeFileSync(file, secret + '\n', { mode: 0o600 })
+  return secret
+}
+
+export const paymentPriceIds = (config: AppConfig): string[] =>
+  config.PAYMENT_PRICE_IDS.split(',').map((id) => id.trim()).filter(Boolean)

@@ -1,0 +1,75 @@
+// The public user object and the account and auth request bodies.
+import { Type, type Static } from 'typebox'
+import { Nullable, NullableTimestamp, Timestamp } from './common.js'
+
+export const User = Type.Object({
+  id: Type.String({ format: 'uuid' }),
+  name: Nullable(Type.String()),
+  email: Type.String(),
+  image: Nullable(Type.String()),
+  emailVerified: NullableTimestamp,
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}, { description: 'The public user object; the password hash never leaves the database' })
+export type User = Static<typeof User>
+
+// Emails are trimmed and lower-cased before storage and lookup, so surrounding blanks are allowed here.
+const Email = (errorMessage: string) => Type.String({
+  maxLength: 255,
+  pattern: '^\\s*[^\\s@]+@[^\\s@]+\\.[^\\s@]+\\s*$',
+  errorMessage,
+  examples: ['ada@example.com']
+})
+
+// bcrypt reads at most 72 bytes; longer passwords are refused, never truncated. The
+// byte count is checked in the handler (JSON Schema counts characters).
+export const MAX_PASSWORD_BYTES = 72
+const NewPassword = Type.String({
+  minLength: 8,
+  maxLength: MAX_PASSWORD_BYTES,
+  errorMessage: { minLength: 'Password must be at least 8 characters', maxLength: 'Password must be at most 72 bytes' },
+  examples: ['correct horse battery']
+})
+
+export const RegisterBody = Type.Object({
+  name: Type.Optional(Type.String({ maxLength: 255, examples: ['Ada Lovelace'] })),
+  email: Email('Invalid email address'),
+  password: NewPassword
+}, { additionalProperties: false })
+export type RegisterBody = Static<typeof RegisterBody>
+
+export const LoginBody = Type.Object({
+  email: Email('Invalid email address'),
+  password: Type.String({
+    minLength: 6,
+    maxLength: MAX_PASSWORD_BYTES,
+    errorMessage: { required: 'Password must be at least 6 characters', minLength: 'Password must be at least 6 characters', type: 'Password must be at least 6 characters', maxLength: 'Password must be at most 72 bytes' },
+    examples: ['correct horse battery']
+  })
+}, { additionalProperties: false })
+export type LoginBody = Static<typeof LoginBody>
+
+export const AuthResponse = Type.Object({
+  success: Type.Literal(true),
+  token: Type.String({ description: 'JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token`' }),
+  user: User
+})
+
+export const ProfileUpdateBody = Type.Object({
+  name: Type.Optional(Nullable(Type.String({ maxLength: 255 }))),
+  image: Type.Optional(Nullable(Type.String({ maxLength: 255, format: 'uri', pattern: '^https?://', errorMessage: { format: 'Must be an http(s) URL', pattern: 'Must be an http(s) URL' } }))),
+  email: Type.Optional(Email('Invalid email address')),
+  currentPassword: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES })),
+  newPassword: Type.Optional(NewPassword)
+}, {
+  additionalProperties: false,
+  minProperties: 1,
+  examples: [{ name: 'Ada King' }, { currentPassword: 'correct horse battery', newPassword: 'even better horse' }]
+})
+export type ProfileUpdateBody = Static<typeof ProfileUpdateBody>
+
+export const ProfileResponse = Type.Object({
+  success: Type.Literal(true),
+  data: User,
+  token: Type.Optional(Type.String({ description: 'A fresh token, present after a password change (older tokens are revoked)' }))
+})

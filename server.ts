@@ -1,0 +1,34 @@
+// Reads the configuration, listens, and shuts down gracefully on SIGINT/SIGTERM:
+// in-flight requests finish, then the database closes.
+import closeWithGrace from 'close-with-grace'
+import Fastify from 'fastify'
+import fp from 'fastify-plugin'
+import serviceApp, { serverOptions } from './app.js'
+import { ConfigError, loadConfig } from './schemas/config.js'
+
+let config
+try {
+  config = loadConfig()
+} catch (err) {
+  if (err instanceof ConfigError) {
+    console.error(err.message)
+    process.exit(1)
+  }
+  throw err
+}
+
+const app = Fastify(serverOptions(config))
+app.register(fp(serviceApp), { config })
+
+closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+  if (err) app.log.error({ err }, 'closing because of an error')
+  else app.log.info({ signal }, 'shutting down')
+  await app.close()
+})
+
+try {
+  await app.listen({ port: config.PORT, host: config.HOST })
+} catch (err) {
+  app.log.error({ err }, 'could not start')
+  process.exit(1)
+}

@@ -1,0 +1,75 @@
+// Cross-cutting HTTP behaviour: envelopes for framework errors, request ids, health and readiness.
+import t from 'tap'
+import { build, json, registerUser } from './helper.js'
+
+const app = await build(t)
+const user = await registerUser(app)
+
+t.test('GET /health answers plain OK without auth', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/health' })
+  t.equal(res.statusCode, 200)
+  t.equal(res.body, 'OK')
+  t.match(res.headers['content-type'], /^text\/plain/)
+})
+
+t.test('GET /ready pings the database', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/ready' })
+  t.equal(res.statusCode, 200)
+  t.equal(res.body, 'OK')
+})
+
+t.test('unknown route: 404 envelope', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/nope' })
+  t.equal(res.statusCode, 404)
+  t.same(json(res), { success: false, error: 'Not found' })
+})
+
+t.test('malformed JSON: 400 Invalid JSON body', async (t) => {
+  const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'application/json' }, payload: '{"title":' })
+  t.equal(res.statusCode, 400)
+  t.same(json(res), { success: false, error: 'Invalid JSON body' })
+})
+
+t.test('empty JSON body: 400 Invalid JSON body', async (t) => {
+  const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'application/json' }, payload: '' })
+  t.equal(res.statusCode, 400)
+  t.same(json(res), { success: false, error: 'Invalid JSON body' })
+})
+
+t.test('text/plain on a JSON route: 415', async (t) => {
+  const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'text/plain' }, payload: 'hello' })
+  t.equal(res.statusCode, 415)
+  t.same(json(res), { success: false, error: 'Unsupported media type' })
+})
+
+t.test('body over 1 MiB: 413', async (t) => {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/tasks',
+    headers: { ...user.auth, 'content-type': 'application/json' },
+    payload: JSON.stringify({ title: 'big', description: 'x'.repeat(1024 * 1024) })
+  })
+  t.equal(res.statusCode, 413)
+  t.same(json(res), { success: false, error: 'Payload too large' })
+})
+
+t.test('every response carries x-request-id; a sane incoming one is echoed', async (t) => {
+  const generated = await app.inject({ method: 'GET', url: '/nope' })
+  t.match(generated.headers['x-request-id'], /^[0-9a-f-]{36}$/)
+  const echoed = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': 'lb-abc.123' } })
+  t.equal(echoed.headers['x-request-id'], 'lb-abc.123')
+  const hostile = await app.inject({ method: 'GET', url: '/health', headers: { 'x-request-id': 'a b\u00e9<script>' } })
+  t.not(hostile.headers['x-request-id'], 'a b\u00e9<script>')
+  t.match(hostile.headers['x-request-id'], /^[0-9a-f-]{36}$/)
+  const unauthorized = await app.inject({ method: 'GET', url: '/tasks' })
+  t.equal(unauthorized.statusCode, 401)
+  t.ok(unauthorized.headers['x-request-id'])
+})
+
+t.test('CORS allows APP_URL with credentials, never *', async (t) => {
+  const allowed = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'http://localhost:3000', 'access-control-request-method': 'POST' } })
+  t.equal(allowed.headers['access-control-allow-origin'], 'http://localhost:3000')
+  t.equal(allowed.headers['access-control-allow-credentials'], 'true')
+  const foreign = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } })
+  t.equal(foreign.headers['access-control-allow-origin'], undefined)
+})
