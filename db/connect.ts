@@ -2,11 +2,8 @@
 // persisted under DATA_DIR, so the service runs with zero configuration. The same
 // migrations and queries run on both.
 import { mkdirSync } from 'node:fs'
-import { join, resolve } from 'node:path'
-import {
-  Kysely, PGliteDialect, PostgresDialect,
-  type DatabaseConnection, type Driver, type TransactionSettings
-} from 'kysely'
+import { resolve } from 'node:path'
+import { Kysely, PGliteDialect, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import type { Database } from './types.js'
 
@@ -45,7 +42,9 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   const dir = resolve(options.dataDir, 'pglite')
   mkdirSync(dir, { recursive: true })
   const db = new Kysely<Database>({
-    dialect: new SerializedPGliteDialect({
+    // One connection: Kysely serializes its use (the adapter declares no multiple
+    // connections), so concurrent requests never share a transaction; test/db.test.ts checks it.
+    dialect: new PGliteDialect({
       pglite: async () => {
         const { PGlite } = await import('@electric-sql/pglite')
         return PGlite.create(dir)
@@ -53,54 +52,4 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     })
   })
   return { db, kind: 'pglite', close: () => db.destroy() }
-}
-
-export const pgliteDataDir = (dataDir: string): string => join(resolve(dataDir), 'pglite')
-
-/**
- * PGlite has one connection, and Kysely's PGlite driver routes every query issued while
- * a transaction is open into that transaction, whoever issued it. Under concurrent
- * requests that mixes unrelated work into (and rolls it back with) another request's
- * transaction. This driver hands the connection to one user at a time.
- */
-class SerializedPGliteDialect extends PGliteDialect {
-  override createDriver (): Driver {
-    return new SerializedDriver(super.createDriver())
-  }
-}
-
-class SerializedDriver implements Driver {
-  #inner: Driver
-  #queue: Promise<void> = Promise.resolve()
-  #release: (() => void) | undefined
-
-  constructor (inner: Driver) {
-    this.#inner = inner
-  }
-
-  init () { return this.#inner.init() }
-  destroy () { return this.#inner.destroy() }
-
-  async acquireConnection (): Promise<DatabaseConnection> {
-    const previous = this.#queue
-    let release!: () => void
-    this.#queue = new Promise<void>((resolve) => { release = resolve })
-    await previous
-    this.#release = release
-    return this.#inner.acquireConnection()
-  }
-
-  async releaseConnection (connection: DatabaseConnection): Promise<void> {
-    await this.#inner.releaseConnection(connection)
-    const release = this.#release
-    this.#release = undefined
-    release?.()
-  }
-
-  beginTransaction (connection: DatabaseConnection, settings: TransactionSettings) {
-    return this.#inner.beginTransaction(connection, settings)
-  }
-
-  commitTransaction (connection: DatabaseConnection) { return this.#inner.commitTransaction(connection) }
-  rollbackTransaction (connection: DatabaseConnection) { return this.#inner.rollbackTransaction(connection) }
 }
