@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { AjvCompiler } from '@fastify/ajv-compiler'
 import autoload from '@fastify/autoload'
 import { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { AppConfig } from './schemas/config.js'
@@ -38,6 +39,17 @@ export const REDACTED_PATHS = [
   'token', '*.token', 'secret', '*.secret', 'apiKey', '*.apiKey'
 ]
 
+const AJV_OPTIONS = {
+  // Unknown fields are refused, not silently dropped (decisions.md).
+  removeAdditional: false,
+  useDefaults: true,
+  allErrors: true,
+  // parentSchema on errors, so our `errorMessage` keyword can be read back.
+  verbose: true,
+  keywords: ['errorMessage']
+}
+const buildValidator = AjvCompiler()
+
 export function serverOptions (config: AppConfig): FastifyServerOptions {
   return {
     logger: {
@@ -50,20 +62,26 @@ export function serverOptions (config: AppConfig): FastifyServerOptions {
     // One line per request comes from plugins/app/request-log.ts instead.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     bodyLimit: BODY_LIMIT,
+    // Opening a new embedded database and migrating it can take a while on a busy machine.
+    pluginTimeout: 60_000,
     genReqId: (req: IncomingMessage) => {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
-    ajv: {
-      customOptions: {
-        // Unknown fields are refused, not silently dropped (decisions.md).
-        removeAdditional: false,
-        useDefaults: true,
-        coerceTypes: 'array',
-        allErrors: true,
-        // parentSchema on errors, so our `errorMessage` keyword can be read back.
-        verbose: true,
-        keywords: ['errorMessage']
+    schemaController: {
+      compilersFactory: {
+        // Query strings and path params arrive as text and are coerced ("5" → 5); JSON
+        // bodies are typed already and validated as sent: `null` or "true" for a boolean
+        // is a 400, not a silent false or true.
+        buildValidator: ((externalSchemas) => {
+          const strict = buildValidator(externalSchemas, { customOptions: { ...AJV_OPTIONS, coerceTypes: false } })
+          const coercing = buildValidator(externalSchemas, { customOptions: { ...AJV_OPTIONS, coerceTypes: 'array' } })
+          // Fastify calls the compiler with the route definition (its typings say a bare schema).
+          type Compile = (route: { httpPart?: string }) => ReturnType<typeof strict>
+          const compileStrict = strict as unknown as Compile
+          const compileCoercing = coercing as unknown as Compile
+          return ((route: { httpPart?: string }) => route.httpPart === 'body' ? compileStrict(route) : compileCoercing(route)) as unknown as typeof strict
+        }) satisfies typeof buildValidator
       }
     },
     routerOptions: { maxParamLength: 200 }

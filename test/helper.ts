@@ -10,7 +10,7 @@ import fp from 'fastify-plugin'
 import pg from 'pg'
 import serviceApp, { serverOptions } from '../app.js'
 import { loadConfig, type AppConfig } from '../schemas/config.js'
-import { TEMPLATE_DATA_DIR } from './paths.js'
+import { templateDataDir } from './paths.js'
 
 export const TEST_SECRET = 'test-secret-that-is-long-enough-0123456789'
 
@@ -36,7 +36,7 @@ export async function testDatabaseEnv (t: Teardown): Promise<Record<string, stri
     return { DATABASE_URL: url.toString() }
   }
   const dataDir = await mkdtemp(join(tmpdir(), 'tsb-test-'))
-  await cp(TEMPLATE_DATA_DIR, dataDir, { recursive: true })
+  await cp(templateDataDir(), dataDir, { recursive: true })
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   return { DATA_DIR: dataDir }
 }

@@ -73,3 +73,23 @@ t.test('CORS allows APP_URL with credentials, never *', async (t) => {
   const foreign = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } })
   t.equal(foreign.headers['access-control-allow-origin'], undefined)
 })
+
+t.test('JSON bodies are validated as sent (no coercion); query strings are coerced', async (t) => {
+  for (const payload of [{ taskReminders: null }, { taskReminders: 'true' }, { weeklyDigest: 1 }]) {
+    const res = await app.inject({ method: 'PATCH', url: '/preferences', headers: user.auth, payload })
+    t.equal(res.statusCode, 400, JSON.stringify(payload))
+    t.equal(json(res).error, 'Validation failed')
+  }
+  const stored = await app.db.selectFrom('user_preferences').select(['task_reminders', 'weekly_digest']).where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  t.same(stored, { task_reminders: true, weekly_digest: false })
+
+  const numberTitle = await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: 42 } })
+  t.equal(numberTitle.statusCode, 400)
+  t.same(json(numberTitle).details, ['Must be a string - title'])
+
+  const bad = await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: 'x', dueDate: 'next tuesday' } })
+  t.same(json(bad).details, ['Must be an ISO-8601 date-time - dueDate'])
+
+  const coerced = await app.inject({ method: 'GET', url: '/tasks?limit=5&offset=0', headers: user.auth })
+  t.equal(coerced.statusCode, 200)
+})

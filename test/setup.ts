@@ -1,13 +1,18 @@
-// Runs once before the test files (tap's `before`): builds a migrated embedded
-// database that each test file copies, so no file pays for migrations on PGlite.
-import { rm } from 'node:fs/promises'
+// Runs once before the test files (tap's `before`): builds the migrated embedded
+// database that each test file copies, unless this version of it exists already.
+import { existsSync } from 'node:fs'
+import { rename, rm } from 'node:fs/promises'
 import { createDatabase } from '../db/connect.js'
 import { migrateToLatest } from '../db/migrate.js'
-import { TEMPLATE_DATA_DIR } from './paths.js'
+import { templateDataDir } from './paths.js'
 
-if (!process.env.DATABASE_URL) {
-  await rm(TEMPLATE_DATA_DIR, { recursive: true, force: true })
-  const handle = createDatabase({ dataDir: TEMPLATE_DATA_DIR })
+const target = templateDataDir()
+if (!process.env.DATABASE_URL && !existsSync(target)) {
+  const building = `${target}.building-${process.pid}`
+  const handle = createDatabase({ dataDir: building })
   await migrateToLatest(handle.db)
   await handle.close()
+  // Atomic publish; if a concurrent run won the race, its copy is as good as ours.
+  await rename(building, target).catch(() => undefined)
+  await rm(building, { recursive: true, force: true })
 }

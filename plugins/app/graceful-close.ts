@@ -1,0 +1,13 @@
+// On shutdown, answers to requests already in flight say `Connection: close`, so their
+// keep-alive sockets end with them and the server can finish closing. (Fastify marks
+// only requests that arrive after close() began.)
+import fp from 'fastify-plugin'
+
+export default fp(async function gracefulClose (fastify) {
+  let closing = false
+  fastify.addHook('preClose', async () => { closing = true })
+  fastify.addHook('onSend', (_request, reply, payload, done) => {
+    if (closing) reply.header('connection', 'close')
+    done(null, payload)
+  })
+}, { name: 'graceful-close' })

@@ -1,0 +1,257 @@
+// The account routes: profile read and update (email, image, password change with token
+// rotation) and account deletion with its cascade, checked against the stored rows.
+import t from 'tap'
+import type { FastifyInstance } from 'fastify'
+import { build, json, registerUser, uniqueEmail, type TestUser } from './helper.js'
+
+const app = await build(t)
+const alice = await registerUser(app, { name: 'Alice' })
+const bob = await registerUser(app, { name: 'Bob' })
+
+const UNAUTHORIZED = { success: false, error: 'Unauthorized' }
+
+const userRow = (db: FastifyInstance['db'], id: string) =>
+  db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
+
+/** The public user object a client should see for a stored row. */
+async function storedPublicUser (id: string) {
+  const row = await userRow(app.db, id)
+  return {
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    image: row.image,
+    emailVerified: row.email_verified === null ? null : row.email_verified.toISOString(),
+    createdAt: row.created_at.toISOString(),
+    updatedAt: row.updated_at.toISOString()
+  }
+}
+
+const patchProfile = (user: TestUser, payload: Record<string, unknown>) =>
+  app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload })
+
+const me = (token: string) =>
+  app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } })
+
+const login = (email: string, password: string) =>
+  app.inject({ method: 'POST', url: '/auth/login', payload: { email, password } })
+
+t.test('every /account route needs a valid token', async (t) => {
+  const requests = [
+    { method: 'GET', url: '/account/profile' },
+    { method: 'PATCH', url: '/account/profile', payload: { name: 'Nobody' } },
+    { method: 'DELETE', url: '/account/delete' }
+  ] as const
+  for (const request of requests) {
+    const missing = await app.inject(request)
+    t.equal(missing.statusCode, 401, `${request.method} ${request.url} without a token`)
+    t.same(json(missing), UNAUTHORIZED)
+    const garbage = await app.inject({ ...request, headers: { authorization: 'Bearer not-a-jwt' } })
+    t.equal(garbage.statusCode, 401, `${request.method} ${request.url} with a garbage token`)
+    t.same(json(garbage), UNAUTHORIZED)
+  }
+  const stored = await userRow(app.db, alice.id)
+  t.equal(stored.name, 'Alice', 'the unauthenticated PATCH changed nothing')
+})
+
+t.test('GET /account/profile returns the public user, never the password', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/account/profile', headers: alice.auth })
+  t.equal(res.statusCode, 200)
+  const body = json(res)
+  t.same(body, { success: true, data: await storedPublicUser(alice.id) })
+  t.same(Object.keys(body.data).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt'])
+  t.notOk('password' in body.data)
+  t.notMatch(res.body, /\$2[aby]\$/, 'no bcrypt hash anywhere in the body')
+  t.equal(body.data.email, alice.email)
+  t.equal(body.data.name, 'Alice')
+})
+
+t.test('PATCH /account/profile changes name and image', async (t) => {
+  const res = await patchProfile(alice, { name: 'Alice Liddell', image: 'https://cdn.example.com/alice.png' })
+  t.equal(res.statusCode, 200)
+  const stored = await userRow(app.db, alice.id)
+  t.equal(stored.name, 'Alice Liddell')
+  t.equal(stored.image, 'https://cdn.example.com/alice.png')
+  t.same(json(res), { success: true, data: await storedPublicUser(alice.id) })
+  t.notOk('token' in json(res), 'no token without a password change')
+
+  const http = await patchProfile(alice, { image: 'http://example.com/a.jpg' })
+  t.equal(http.statusCode, 200, 'plain http URLs are accepted too')
+  t.equal((await userRow(app.db, alice.id)).image, 'http://example.com/a.jpg')
+
+  const profile = await app.inject({ method: 'GET', url: '/account/profile', headers: alice.auth })
+  t.equal(json(profile).data.name, 'Alice Liddell')
+  t.equal(json(profile).data.image, 'http://example.com/a.jpg')
+})
+
+t.test('PATCH /account/profile refuses an image that is not an http(s) URL', async (t) => {
+  for (const image of ['not a url', 'ftp://example.com/a.png', 'javascript:alert(1)']) {
+    const res = await patchProfile(alice, { image })
+    t.equal(res.statusCode, 400, `image ${image}`)
+    t.match(json(res), { success: false, error: 'Validation failed' })
+    t.same(json(res).details, ['Must be an http(s) URL - image'])
+  }
+  t.equal((await userRow(app.db, alice.id)).image, 'http://example.com/a.jpg', 'stored image unchanged')
+})
+
+t.test('PATCH /account/profile stores the email trimmed and lower-cased', async (t) => {
+  const fresh = uniqueEmail('alice')
+  const res = await patchProfile(alice, { email: `  ${fresh.toUpperCase()} ` })
+  t.equal(res.statusCode, 200)
+  t.equal(json(res).data.email, fresh)
+  t.equal((await userRow(app.db, alice.id)).email, fresh)
+  alice.email = fresh
+
+  const ownInOtherCase = await patchProfile(alice, { email: fresh.toUpperCase() })
+  t.equal(ownInOtherCase.statusCode, 200, 'one\'s own address in another case is not a conflict')
+  t.equal(json(ownInOtherCase).data.email, fresh)
+
+  const signedIn = await login(fresh.toUpperCase(), alice.password)
+  t.equal(signedIn.statusCode, 200, 'the new address signs in')
+  t.equal(json(signedIn).user.id, alice.id)
+})
+
+t.test('PATCH /account/profile: an email of another user, in any case, is 409', async (t) => {
+  for (const email of [bob.email, bob.email.toUpperCase(), ` ${bob.email} `]) {
+    const res = await patchProfile(alice, { email, name: 'Should Not Stick' })
+    t.equal(res.statusCode, 409, `email ${JSON.stringify(email)}`)
+    t.same(json(res), { success: false, error: 'Email already registered' })
+  }
+  const stored = await userRow(app.db, alice.id)
+  t.equal(stored.email, alice.email, 'email unchanged')
+  t.equal(stored.name, 'Alice Liddell', 'nothing else from the refused request was applied')
+  t.equal((await userRow(app.db, bob.id)).email, bob.email, 'the other user untouched')
+})
+
+t.test('PATCH /account/profile validation', async (t) => {
+  const before = await storedPublicUser(alice.id)
+
+  const empty = await patchProfile(alice, {})
+  t.equal(empty.statusCode, 400, 'empty body')
+  t.match(json(empty), { success: false, error: 'Validation failed', details: Array })
+  t.ok(json(empty).details.length > 0)
+
+  const unknown = await patchProfile(alice, { name: 'X', role: 'admin' })
+  t.equal(unknown.statusCode, 400, 'unknown field')
+  t.match(json(unknown), { success: false, error: 'Validation failed' })
+  t.same(json(unknown).details, ['Unknown field - role'])
+
+  const passwordField = await patchProfile(alice, { password: 'a brand new password' })
+  t.equal(passwordField.statusCode, 400, 'the raw password column is not a field')
+  t.same(json(passwordField).details, ['Unknown field - password'])
+
+  const badEmail = await patchProfile(alice, { email: 'not-an-email' })
+  t.equal(badEmail.statusCode, 400, 'invalid email')
+  t.same(json(badEmail), { success: false, error: 'Validation failed', details: ['Invalid email address - email'] })
+
+  const newOnly = await patchProfile(alice, { newPassword: 'a brand new password' })
+  t.equal(newOnly.statusCode, 400, 'newPassword without currentPassword')
+  t.match(json(newOnly), { success: false, error: 'Validation failed' })
+  t.equal(json(newOnly).details.length, 1)
+  t.match(json(newOnly).details, [/ - currentPassword$/])
+
+  const currentOnly = await patchProfile(alice, { currentPassword: alice.password })
+  t.equal(currentOnly.statusCode, 400, 'currentPassword without newPassword')
+  t.match(json(currentOnly), { success: false, error: 'Validation failed' })
+  t.equal(json(currentOnly).details.length, 1)
+  t.match(json(currentOnly).details, [/ - newPassword$/])
+
+  const shortNew = await patchProfile(alice, { currentPassword: alice.password, newPassword: 'short' })
+  t.equal(shortNew.statusCode, 400, 'new password under 8 characters')
+  t.same(json(shortNew).details, ['Password must be at least 8 characters - newPassword'])
+
+  t.same(await storedPublicUser(alice.id), before, 'no refused request changed the user')
+  t.equal((await me(alice.token)).statusCode, 200, 'and the token still works')
+})
+
+t.test('PATCH /account/profile: a wrong current password is 400 and changes nothing', async (t) => {
+  const before = await userRow(app.db, alice.id)
+  const res = await patchProfile(alice, { name: 'Mallory', currentPassword: 'not the password', newPassword: 'an attacker password' })
+  t.equal(res.statusCode, 400)
+  t.same(json(res), { success: false, error: 'Invalid current password' })
+  t.same(await userRow(app.db, alice.id), before, 'row unchanged: password, name, token version, updated_at')
+  t.equal((await me(alice.token)).statusCode, 200, 'the token still works')
+  t.equal((await login(alice.email, 'an attacker password')).statusCode, 401, 'the refused password does not sign in')
+})
+
+t.test('PATCH /account/profile: a password change rotates the token', async (t) => {
+  const user = await registerUser(app, { password: 'the first password' })
+  const before = await userRow(app.db, user.id)
+
+  const res = await patchProfile(user, { currentPassword: 'the first password', newPassword: 'the second password' })
+  t.equal(res.statusCode, 200)
+  const body = json(res)
+  t.same(Object.keys(body).sort(), ['data', 'success', 'token'])
+  t.equal(body.success, true)
+  t.same(body.data, await storedPublicUser(user.id))
+  t.type(body.token, 'string')
+  t.not(body.token, user.token, 'a fresh token')
+  t.match(res.headers['set-cookie'], new RegExp(`^auth_token=${body.token.replaceAll('.', '\\.')};`), 'the cookie carries the fresh token')
+
+  const after = await userRow(app.db, user.id)
+  t.not(after.password, before.password, 'the hash changed')
+  t.notOk(after.password.includes('the second password'), 'the plain password is not stored')
+  t.ok(after.updated_at.getTime() > before.updated_at.getTime(), 'updated_at moved')
+  t.equal(body.data.updatedAt, after.updated_at.toISOString())
+
+  const old = await me(user.token)
+  t.equal(old.statusCode, 401, 'the old token is revoked')
+  t.same(json(old), UNAUTHORIZED)
+  const fresh = await me(body.token)
+  t.equal(fresh.statusCode, 200, 'the new token works')
+  t.equal(json(fresh).data.id, user.id)
+
+  const withNew = await login(user.email, 'the second password')
+  t.equal(withNew.statusCode, 200, 'the new password signs in')
+  const withOld = await login(user.email, 'the first password')
+  t.equal(withOld.statusCode, 401, 'the old password does not')
+  t.same(json(withOld), { success: false, error: 'Invalid email or password' })
+})
+
+t.test('DELETE /account/delete removes the user and every row of theirs', async (t) => {
+  const doomed = await registerUser(app)
+  const counts = async (userId: string) => ({
+    users: (await app.db.selectFrom('users').select('id').where('id', '=', userId).execute()).length,
+    tasks: (await app.db.selectFrom('tasks').select('id').where('user_id', '=', userId).execute()).length,
+    user_preferences: (await app.db.selectFrom('user_preferences').select('id').where('user_id', '=', userId).execute()).length,
+    usage_events: (await app.db.selectFrom('usage_events').select('id').where('user_id', '=', userId).execute()).length,
+    revoked_tokens: (await app.db.selectFrom('revoked_tokens').select('jti').where('user_id', '=', userId).execute()).length
+  })
+
+  // Give both users a row in every table: a task (and its usage event) and a revoked second token.
+  for (const user of [doomed, bob]) {
+    const task = await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: 'to be kept or gone' } })
+    t.equal(task.statusCode, 201)
+    const second = await login(user.email, user.password)
+    t.equal(second.statusCode, 200)
+    const logout = await app.inject({ method: 'POST', url: '/auth/logout', headers: { authorization: `Bearer ${json(second).token}` } })
+    t.equal(logout.statusCode, 200)
+  }
+  const one = { users: 1, tasks: 1, user_preferences: 1, usage_events: 1, revoked_tokens: 1 }
+  t.same(await counts(doomed.id), one, 'the doomed user has a row in every table')
+  const bobBefore = await counts(bob.id)
+  t.same(bobBefore, one)
+  const bobRow = await userRow(app.db, bob.id)
+
+  const res = await app.inject({ method: 'DELETE', url: '/account/delete', headers: doomed.auth })
+  t.equal(res.statusCode, 200)
+  t.same(json(res), { success: true, data: null })
+  const cookie = String(res.headers['set-cookie'])
+  t.match(cookie, /^auth_token=;/, 'the auth cookie is cleared')
+  t.match(cookie, /Expires=Thu, 01 Jan 1970 00:00:00 GMT|Max-Age=0/)
+  t.match(cookie, /Path=\//)
+
+  t.same(await counts(doomed.id), { users: 0, tasks: 0, user_preferences: 0, usage_events: 0, revoked_tokens: 0 }, 'nothing of the user remains')
+  t.same(await counts(bob.id), bobBefore, 'another user\'s rows untouched')
+  t.same(await userRow(app.db, bob.id), bobRow)
+  t.equal((await me(bob.token)).statusCode, 200, 'another user still signed in')
+
+  const after = await me(doomed.token)
+  t.equal(after.statusCode, 401, 'the token is dead')
+  t.same(json(after), UNAUTHORIZED)
+  const again = await app.inject({ method: 'DELETE', url: '/account/delete', headers: doomed.auth })
+  t.equal(again.statusCode, 401, 'a second delete with the same token is 401')
+  t.same(json(again), UNAUTHORIZED)
+  const signIn = await login(doomed.email, doomed.password)
+  t.equal(signIn.statusCode, 401, 'the account cannot sign in')
+})

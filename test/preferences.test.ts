@@ -1,0 +1,220 @@
+// The preferences routes: defaults, lazy creation of a missing row, user-editable fields
+// (PATCH and PUT alike), and the refusal of plan and payment fields.
+import t from 'tap'
+import { build, json, registerUser, type TestUser } from './helper.js'
+
+const app = await build(t)
+const alice = await registerUser(app)
+const bob = await registerUser(app)
+
+const DEFAULTS = {
+  theme: 'system',
+  language: 'en',
+  plan: 'free',
+  defaultStatus: 'todo',
+  emailNotifications: true,
+  taskReminders: true,
+  weeklyDigest: false,
+  paymentCustomerId: null,
+  paymentSubscriptionId: null,
+  paymentSubscriptionStatus: null,
+  paymentPriceId: null,
+  paymentCurrentPeriodEnd: null
+}
+
+const getPreferences = (user: TestUser) => app.inject({ method: 'GET', url: '/preferences', headers: user.auth })
+const writePreferences = (method: 'PATCH' | 'PUT', user: TestUser, payload: Record<string, unknown>) =>
+  app.inject({ method, url: '/preferences', headers: user.auth, payload })
+
+const storedRow = (userId: string) =>
+  app.db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirst()
+
+/** The stored row in the shape of the API, for comparing what was written. */
+async function stored (userId: string) {
+  const row = await storedRow(userId)
+  if (row === undefined) return undefined
+  return {
+    theme: row.theme,
+    language: row.language,
+    plan: row.plan,
+    defaultStatus: row.default_status,
+    emailNotifications: row.email_notifications,
+    taskReminders: row.task_reminders,
+    weeklyDigest: row.weekly_digest,
+    paymentCustomerId: row.payment_customer_id,
+    paymentSubscriptionId: row.payment_subscription_id,
+    paymentSubscriptionStatus: row.payment_subscription_status,
+    paymentPriceId: row.payment_price_id,
+    paymentCurrentPeriodEnd: row.payment_current_period_end === null ? null : row.payment_current_period_end.toISOString()
+  }
+}
+
+t.test('every /preferences method needs a valid token', async (t) => {
+  for (const method of ['GET', 'PATCH', 'PUT'] as const) {
+    const payload = method === 'GET' ? undefined : { theme: 'dark' }
+    const missing = await app.inject({ method, url: '/preferences', payload })
+    t.equal(missing.statusCode, 401, `${method} without a token`)
+    t.same(json(missing), { success: false, error: 'Unauthorized' })
+    const garbage = await app.inject({ method, url: '/preferences', payload, headers: { authorization: 'Bearer not-a-jwt' } })
+    t.equal(garbage.statusCode, 401, `${method} with a garbage token`)
+    t.same(json(garbage), { success: false, error: 'Unauthorized' })
+  }
+  t.same(await stored(alice.id), DEFAULTS, 'nothing was written')
+})
+
+t.test('GET /preferences: a new user has the defaults', async (t) => {
+  const res = await getPreferences(alice)
+  t.equal(res.statusCode, 200)
+  const body = json(res)
+  t.same(body, { success: true, data: DEFAULTS })
+  t.same(Object.keys(body.data).sort(), Object.keys(DEFAULTS).sort(), 'exactly the documented keys')
+  t.same(await stored(alice.id), DEFAULTS, 'registration stored the default row')
+})
+
+t.test('GET /preferences recreates a missing row with the defaults', async (t) => {
+  await app.db.deleteFrom('user_preferences').where('user_id', '=', bob.id).execute()
+  t.equal(await storedRow(bob.id), undefined, 'row gone')
+
+  const res = await getPreferences(bob)
+  t.equal(res.statusCode, 200)
+  t.same(json(res), { success: true, data: DEFAULTS })
+  t.same(await stored(bob.id), DEFAULTS, 'the row was created')
+  const rows = await app.db.selectFrom('user_preferences').select('id').where('user_id', '=', bob.id).execute()
+  t.equal(rows.length, 1, 'exactly one row')
+
+  const again = await getPreferences(bob)
+  t.same(json(again), { success: true, data: DEFAULTS }, 'a second read answers the same')
+})
+
+t.test('PATCH /preferences on a missing row creates it with the change applied', async (t) => {
+  await app.db.deleteFrom('user_preferences').where('user_id', '=', bob.id).execute()
+  const res = await writePreferences('PATCH', bob, { theme: 'dark' })
+  t.equal(res.statusCode, 200)
+  const expected = { ...DEFAULTS, theme: 'dark' }
+  t.same(json(res), { success: true, data: expected })
+  t.same(await stored(bob.id), expected)
+})
+
+t.test('PATCH /preferences updates the user-editable fields', async (t) => {
+  const before = await storedRow(alice.id)
+  const res = await writePreferences('PATCH', alice, {
+    theme: 'dark',
+    language: 'de',
+    defaultStatus: 'in-progress',
+    emailNotifications: false,
+    taskReminders: false,
+    weeklyDigest: true
+  })
+  t.equal(res.statusCode, 200)
+  const expected = {
+    ...DEFAULTS,
+    theme: 'dark',
+    language: 'de',
+    defaultStatus: 'in-progress',
+    emailNotifications: false,
+    taskReminders: false,
+    weeklyDigest: true
+  }
+  t.same(json(res), { success: true, data: expected }, 'the full preferences come back')
+  t.same(await stored(alice.id), expected, 'and are stored')
+  const after = await storedRow(alice.id)
+  t.ok(after!.updated_at.getTime() > before!.updated_at.getTime(), 'updated_at moved')
+  t.same(json(await getPreferences(alice)), { success: true, data: expected }, 'GET reads them back')
+
+  const partial = await writePreferences('PATCH', alice, { theme: 'light' })
+  t.equal(partial.statusCode, 200)
+  const expectedPartial = { ...expected, theme: 'light' }
+  t.same(json(partial), { success: true, data: expectedPartial }, 'fields not sent are kept')
+  t.same(await stored(alice.id), expectedPartial)
+  t.same(await stored(bob.id), { ...DEFAULTS, theme: 'dark' }, 'another user untouched')
+})
+
+t.test('PUT /preferences is the same partial update', async (t) => {
+  const before = await stored(alice.id)
+  const res = await writePreferences('PUT', alice, { weeklyDigest: false, defaultStatus: 'completed' })
+  t.equal(res.statusCode, 200)
+  const expected = { ...before, weeklyDigest: false, defaultStatus: 'completed' }
+  t.same(json(res), { success: true, data: expected }, 'omitted fields are kept, not reset')
+  t.same(await stored(alice.id), expected)
+
+  const single = await writePreferences('PUT', alice, { emailNotifications: true })
+  t.equal(single.statusCode, 200)
+  t.same(json(single), { success: true, data: { ...expected, emailNotifications: true } })
+  t.same(await stored(alice.id), { ...expected, emailNotifications: true })
+})
+
+t.test('plan, payment fields and userId are refused with 400 on PATCH and PUT', async (t) => {
+  const refused: Record<string, unknown> = {
+    plan: 'pro',
+    paymentCustomerId: 'cus_attacker',
+    paymentSubscriptionId: 'sub_attacker',
+    paymentSubscriptionStatus: 'active',
+    paymentPriceId: 'price_attacker',
+    paymentCurrentPeriodEnd: '2099-01-01T00:00:00.000Z',
+    userId: bob.id
+  }
+  const before = await stored(alice.id)
+  const bobBefore = await stored(bob.id)
+  for (const method of ['PATCH', 'PUT'] as const) {
+    for (const [field, value] of Object.entries(refused)) {
+      const alone = await writePreferences(method, alice, { [field]: value })
+      t.equal(alone.statusCode, 400, `${method} ${field}`)
+      t.same(json(alone), { success: false, error: 'Validation failed', details: [`Unknown field - ${field}`] })
+
+      const withValid = await writePreferences(method, alice, { theme: 'dark', [field]: value })
+      t.equal(withValid.statusCode, 400, `${method} ${field} beside a valid field`)
+      t.same(json(withValid), { success: false, error: 'Validation failed', details: [`Unknown field - ${field}`] })
+    }
+  }
+  const after = await stored(alice.id)
+  t.equal(after?.plan, 'free', 'the plan stays free')
+  t.same(after, before, 'nothing was written, not even the valid field beside a refused one')
+  t.same(await stored(bob.id), bobBefore, 'the user named by userId untouched')
+  t.same(json(await getPreferences(alice)), { success: true, data: before })
+})
+
+t.test('PATCH /preferences refuses invalid values and stores nothing', async (t) => {
+  const before = await stored(alice.id)
+  const cases: Array<[Record<string, unknown>, string]> = [
+    [{ theme: 'blue' }, 'theme'],
+    [{ theme: '' }, 'theme'],
+    [{ language: 'english' }, 'language'],
+    [{ language: 'EN' }, 'language'],
+    [{ language: 'abc-abcdefgh' }, 'language'],
+    [{ defaultStatus: 'done' }, 'defaultStatus'],
+    [{ emailNotifications: 'yes' }, 'emailNotifications'],
+    [{ weeklyDigest: 'often' }, 'weeklyDigest']
+  ]
+  for (const method of ['PATCH', 'PUT'] as const) {
+    for (const [payload, field] of cases) {
+      const res = await writePreferences(method, alice, payload)
+      t.equal(res.statusCode, 400, `${method} ${JSON.stringify(payload)}`)
+      const body = json(res)
+      t.match(body, { success: false, error: 'Validation failed' })
+      t.equal(body.details?.length, 1, 'one detail')
+      t.match(body.details, [new RegExp(` - ${field}$`)], 'naming the field')
+    }
+  }
+  t.same(await stored(alice.id), before)
+})
+
+t.test('PATCH /preferences accepts a language tag with a region', async (t) => {
+  const res = await writePreferences('PATCH', alice, { language: 'en-US' })
+  t.equal(res.statusCode, 200)
+  t.equal(json(res).data.language, 'en-US')
+  t.equal((await stored(alice.id))?.language, 'en-US')
+  const three = await writePreferences('PATCH', alice, { language: 'fil' })
+  t.equal(three.statusCode, 200, 'three-letter codes too')
+  t.equal((await stored(alice.id))?.language, 'fil')
+})
+
+t.test('an empty body is 400 on PATCH and PUT', async (t) => {
+  const before = await stored(alice.id)
+  for (const method of ['PATCH', 'PUT'] as const) {
+    const res = await writePreferences(method, alice, {})
+    t.equal(res.statusCode, 400, method)
+    t.match(json(res), { success: false, error: 'Validation failed', details: Array })
+    t.equal(json(res).details.length, 1)
+  }
+  t.same(await stored(alice.id), before)
+})

@@ -1,0 +1,101 @@
+// server.ts as a real process on a real socket: configuration errors at start-up,
+// the auth cookie in a round trip, and graceful shutdown with a request in flight.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:net'
+import t from 'tap'
+import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
+import { ROOT } from './paths.js'
+
+async function freePort (): Promise<number> {
+  const server = createServer().listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  const { port } = server.address() as { port: number }
+  server.close()
+  await once(server, 'close')
+  return port
+}
+
+interface Running { child: ChildProcess, base: string, output: () => string, exited: Promise<number | null> }
+
+function startServer (env: Record<string, string>): Running {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', NODE_ENV: 'test', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let output = ''
+  child.stdout?.on('data', (chunk) => { output += chunk })
+  child.stderr?.on('data', (chunk) => { output += chunk })
+  const exited = once(child, 'exit').then(([code]) => code as number | null)
+  return { child, base: `http://127.0.0.1:${env.PORT}`, output: () => output, exited }
+}
+
+async function waitUntilUp (server: Running): Promise<void> {
+  const deadline = Date.now() + 60_000
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${server.base}/health`)
+      if (res.ok) return
+    } catch {}
+    if (server.child.exitCode !== null) throw new Error(`server exited: ${server.output()}`)
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  throw new Error(`server did not start: ${server.output()}`)
+}
+
+t.test('a bad setting stops start-up with one line naming the variable', async (t) => {
+  for (const [env, line] of [
+    [{ AUTH_JWT_SECRET: 'x'.repeat(31) }, 'Invalid configuration: AUTH_JWT_SECRET must be at least 32 characters'],
+    [{ AUTH_JWT_SECRET: TEST_SECRET, DATABASE_URL: 'mysql://localhost/db' }, 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL'],
+    [{ NODE_ENV: 'production' }, 'Invalid configuration: AUTH_JWT_SECRET is required in production (at least 32 characters)']
+  ] as const) {
+    const server = startServer({ PORT: '0', DATA_DIR: t.testdir(), ...env })
+    t.equal(await server.exited, 1, line)
+    t.equal(server.output().trim(), line)
+  }
+})
+
+t.test('real socket: cookie sign-in round trip, then SIGTERM lets the in-flight request finish', async (t) => {
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, ...await testDatabaseEnv(t) })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+
+  const email = uniqueEmail('socket')
+  const registered = await fetch(`${server.base}/auth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password: 'correct horse battery' })
+  })
+  t.equal(registered.status, 201)
+  const setCookie = registered.headers.get('set-cookie') ?? ''
+  t.match(setCookie, /^auth_token=[\w-]+\.[\w-]+\.[\w-]+; Max-Age=604800; Path=\/; HttpOnly; SameSite=Lax$/)
+  const cookie = setCookie.split(';')[0]!
+
+  const me = await fetch(`${server.base}/auth/me`, { headers: { cookie } })
+  t.equal(me.status, 200)
+  t.equal(((await me.json()) as { data: { email: string } }).data.email, email)
+
+  const loggedOut = await fetch(`${server.base}/auth/logout`, { method: 'POST', headers: { cookie } })
+  t.equal(loggedOut.status, 200)
+  t.match(loggedOut.headers.get('set-cookie'), /^auth_token=; Max-Age=0; Path=\/; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Lax$/)
+  t.equal((await fetch(`${server.base}/auth/me`, { headers: { cookie } })).status, 401, 'the cookie token is revoked')
+
+  // A login spends ~0.5 s in bcrypt: SIGTERM lands while it is in flight.
+  const inFlight = fetch(`${server.base}/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email, password: 'correct horse battery' })
+  })
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const signalledAt = Date.now()
+  server.child.kill('SIGTERM')
+  const answer = await inFlight
+  t.equal(answer.status, 200, 'the in-flight request completes')
+  t.equal(((await answer.json()) as { success: boolean }).success, true)
+  t.equal(await server.exited, 0, 'exits cleanly', { output: server.output() })
+  t.ok(Date.now() - signalledAt < 10_000, 'within 10 s')
+  await t.rejects(fetch(`${server.base}/health`), 'no longer accepting connections')
+  t.match(server.output(), /shutting down/)
+})
