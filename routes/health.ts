@@ -9,7 +9,7 @@ const PlainOk = { description: 'Plain text `OK`', content: { 'text/plain': { sch
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
     config: { public: true, logRequest: false },
-    schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk } }
+    schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk, ...errorResponses() } }
   }, async (_request, reply) => reply.type('text/plain; charset=utf-8').send('OK'))
 
   fastify.get('/ready', {

@@ -1,5 +1,5 @@
 // Shared schema pieces: envelopes, error bodies, ids, timestamps. Route schemas compose these.
-import { Type, type TSchema } from 'typebox'
+import { Type, type Static, type TSchema } from 'typebox'
 
 /**
  * `errorMessage` (our own ajv keyword) replaces the generic validation message for a
@@ -7,7 +7,13 @@ import { Type, type TSchema } from 'typebox'
  */
 export type ErrorMessage = string | Partial<Record<'required' | 'minLength' | 'maxLength' | 'pattern' | 'format' | 'type' | 'enum' | 'minimum' | 'maximum', string>>
 
-export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()])
+/**
+ * `{type: [T, 'null']}` rather than an anyOf: null stays null whatever ajv's coercion
+ * settings (an anyOf tries the string branch first and can turn null into ""), errors
+ * name one field once, and fast-json-stringify serializes it without branching.
+ */
+export const Nullable = <T extends TSchema & { type: string }>(schema: T) =>
+  Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type, 'null'] })
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO-8601 date-time' })
 export const NullableTimestamp = Nullable(Timestamp)

@@ -1,0 +1,73 @@
+// The generated OpenAPI document lists every route of the contract with its security and error envelopes.
+import t from 'tap'
+import { build, json } from './helper.js'
+
+const app = await build(t)
+
+const res = await app.inject({ method: 'GET', url: '/openapi.json' })
+const doc = json(res)
+
+const expected: Array<[string, string, 'public' | 'protected']> = [
+  ['post', '/auth/register', 'public'],
+  ['post', '/auth/login', 'public'],
+  ['get', '/auth/me', 'protected'],
+  ['post', '/auth/logout', 'protected'],
+  ['get', '/account/profile', 'protected'],
+  ['patch', '/account/profile', 'protected'],
+  ['delete', '/account/delete', 'protected'],
+  ['get', '/tasks', 'protected'],
+  ['post', '/tasks', 'protected'],
+  ['get', '/tasks/{id}', 'protected'],
+  ['patch', '/tasks/{id}', 'protected'],
+  ['put', '/tasks/{id}', 'protected'],
+  ['delete', '/tasks/{id}', 'protected'],
+  ['get', '/preferences', 'protected'],
+  ['patch', '/preferences', 'protected'],
+  ['put', '/preferences', 'protected'],
+  ['get', '/health', 'public'],
+  ['get', '/ready', 'public']
+]
+
+t.test('served as OpenAPI 3.1 JSON without auth', async (t) => {
+  t.equal(res.statusCode, 200)
+  t.match(res.headers['content-type'], /^application\/json/)
+  t.equal(doc.openapi, '3.1.0')
+  t.same(Object.keys(doc.components.securitySchemes).sort(), ['bearerAuth', 'cookieAuth'])
+})
+
+t.test('every route of the contract is documented, and nothing else', async (t) => {
+  const documented = Object.entries(doc.paths as Record<string, Record<string, unknown>>)
+    .flatMap(([path, ops]) => Object.keys(ops).map((method) => `${method} ${path}`)).sort()
+  t.same(documented, expected.map(([m, p]) => `${m} ${p}`).sort())
+})
+
+t.test('each operation has an id, a tag, a summary, and its security and error envelopes', async (t) => {
+  const ids = new Set<string>()
+  for (const [method, path, access] of expected) {
+    const op = doc.paths[path][method]
+    t.type(op.operationId, 'string', `${method} ${path} operationId`)
+    t.notOk(ids.has(op.operationId), `${op.operationId} is unique`)
+    ids.add(op.operationId)
+    t.ok(op.tags?.length, `${method} ${path} tags`)
+    t.type(op.summary, 'string', `${method} ${path} summary`)
+    t.ok(op.responses['500'], `${method} ${path} documents 500`)
+    if (access === 'protected') {
+      t.same(op.security, [{ bearerAuth: [] }, { cookieAuth: [] }], `${method} ${path} security`)
+      t.ok(op.responses['401'], `${method} ${path} documents 401`)
+    } else {
+      t.equal(op.security, undefined, `${method} ${path} is public`)
+    }
+    if (op.requestBody) {
+      t.ok(op.responses['400'], `${method} ${path} documents 400`)
+      t.equal(JSON.stringify(op.requestBody).includes('errorMessage'), false, 'internal ajv keyword stripped')
+    }
+  }
+})
+
+t.test('no response schema exposes the password hash', async (t) => {
+  const responses = Object.values(doc.paths as Record<string, Record<string, { responses: unknown }>>)
+    .flatMap((ops) => Object.values(ops).map((op) => op.responses))
+  t.notMatch(JSON.stringify(responses), /"password"/i)
+  const user = doc.paths['/auth/me'].get.responses['200'].content['application/json'].schema.properties.data
+  t.same(Object.keys(user.properties).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt'])
+})
