@@ -37,6 +37,7 @@ export interface UserPreferencesTable {
   payment_price_id: string | null
   payment_current_period_end: NullableTimestamp
   cancel_at_period_end: Generated<boolean>
+  payment_state_at: NullableTimestamp
   created_at: Generated<Date>
   updated_at: Timestamp
 }
@@ -67,12 +68,20 @@ export interface UsageEventsTable {
   created_at: Generated<Date>
 }
 
+export interface PaymentEventsTable {
+  id: string
+  type: string
+  provider_created_at: Timestamp
+  received_at: Generated<Date>
+}
+
 export interface Database {
   users: UsersTable
   user_preferences: UserPreferencesTable
   tasks: TasksTable
   revoked_tokens: RevokedTokensTable
   usage_events: UsageEventsTable
+  payment_events: PaymentEventsTable
 }
 
 export type UserRow = Selectable<UsersTable>

@@ -9,6 +9,12 @@ export const InvalidCredentialsError = createError('APP_INVALID_CREDENTIALS', 'I
 export const EmailTakenError = createError('APP_EMAIL_TAKEN', 'Email already registered', 409)
 export const InvalidCurrentPasswordError = createError('APP_INVALID_CURRENT_PASSWORD', 'Invalid current password', 400)
 export const TaskNotFoundError = createError('APP_TASK_NOT_FOUND', 'Task not found', 404)
+export const PaymentProviderError = createError('APP_PAYMENT_PROVIDER', 'Payment provider error', 502)
+export const BillingNotConfiguredError = createError('APP_BILLING_NOT_CONFIGURED', 'Billing is not configured', 503)
+export const SubscriptionAlreadyActiveError = createError('APP_SUBSCRIPTION_ACTIVE', 'Subscription already active', 409)
+export const NoBillingAccountError = createError('APP_NO_BILLING_ACCOUNT', 'No billing account', 404)
+export const NoActiveSubscriptionError = createError('APP_NO_ACTIVE_SUBSCRIPTION', 'No active subscription', 404)
+export const InvalidSignatureError = createError('APP_INVALID_SIGNATURE', 'Invalid signature', 400)
 export const ServiceUnavailableError = createError('APP_SERVICE_UNAVAILABLE', 'Service unavailable', 503)
 
 /** A 400 with `details`, for rules JSON Schema cannot express (e.g. bytes in UTF-8). */

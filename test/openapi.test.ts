@@ -24,6 +24,11 @@ const expected: Array<[string, string, 'public' | 'protected']> = [
   ['get', '/preferences', 'protected'],
   ['patch', '/preferences', 'protected'],
   ['put', '/preferences', 'protected'],
+  ['post', '/checkout', 'protected'],
+  ['post', '/billing-portal', 'protected'],
+  ['get', '/subscription', 'protected'],
+  ['delete', '/subscription', 'protected'],
+  ['post', '/webhooks/payment', 'public'],
   ['get', '/health', 'public'],
   ['get', '/ready', 'public']
 ]

@@ -17,6 +17,7 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
       { name: 'account', description: 'Profile and account deletion' },
       { name: 'tasks', description: 'The caller\'s tasks' },
       { name: 'preferences', description: 'The caller\'s preferences' },
+      { name: 'billing', description: 'Subscription checkout, billing portal, cancellation and the provider\'s webhook' },
       { name: 'health', description: 'Liveness and readiness' }
     ],
     components: {

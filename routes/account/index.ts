@@ -1,5 +1,7 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { isLive } from '../../db/billing.js'
+import { getOrCreatePreferences } from '../../db/preferences.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
 import { errorResponses, NullSuccess, Success } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCurrentPasswordError, ValidationError } from '../../schemas/errors.js'
@@ -62,9 +64,15 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['account'],
       operationId: 'deleteAccount',
       summary: 'Delete the account with its tasks, preferences and usage events',
-      response: { 200: NullSuccess, ...errorResponses(401, 503) }
+      description: 'A live subscription is cancelled at the provider first, immediately; if the provider fails, nothing is deleted (502).',
+      response: { 200: NullSuccess, ...errorResponses(401, 502, 503) }
     }
   }, async (request, reply) => {
+    const preferences = await getOrCreatePreferences(db, request.user.id)
+    if (preferences.payment_subscription_id !== null && isLive(preferences.payment_subscription_status)) {
+      // Stop billing before the record of who to bill disappears.
+      await fastify.requirePayments().cancelNow(preferences.payment_subscription_id)
+    }
     // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
     await deleteUser(db, request.user.id)
     fastify.clearAuthCookie(reply)

@@ -1,0 +1,146 @@
+// The one place that talks to the payment provider (Stripe). Provider failures become
+// 502 `Payment provider error`, logged with the provider's request id, never the key.
+// Without PAYMENT_SECRET_KEY, fastify.payments is null and billing routes answer 503.
+import { randomUUID } from 'node:crypto'
+import fp from 'fastify-plugin'
+import type { FastifyBaseLogger } from 'fastify'
+import Stripe from 'stripe'
+import { paymentPriceIds } from '../../schemas/config.js'
+import { BillingNotConfiguredError, PaymentProviderError } from '../../schemas/errors.js'
+
+/** What the service stores about a subscription, whatever the provider calls it. */
+export interface SubscriptionState {
+  subscriptionId: string
+  customerId: string
+  status: string
+  priceId: string | null
+  currentPeriodEnd: Date | null
+  cancelAtPeriodEnd: boolean
+}
+
+export interface Payments {
+  priceIds: readonly string[]
+  createCustomer: (user: { id: string, email: string }) => Promise<string>
+  createCheckoutSession: (args: { customerId: string, priceId: string, userId: string }) => Promise<string>
+  createPortalSession: (customerId: string) => Promise<string>
+  retrieveSubscription: (subscriptionId: string) => Promise<SubscriptionState>
+  cancelAtPeriodEnd: (subscriptionId: string) => Promise<SubscriptionState>
+  /** Ends the subscription now; one that is already gone at the provider counts as done. */
+  cancelNow: (subscriptionId: string) => Promise<void>
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    payments: Payments | null
+    /** The payments client, or a 503 `Billing is not configured`. */
+    requirePayments: () => Payments
+  }
+}
+
+const unixToDate = (seconds: number | null | undefined): Date | null =>
+  typeof seconds === 'number' ? new Date(seconds * 1000) : null
+
+const idOf = (value: string | { id: string } | null | undefined): string | null =>
+  value == null ? null : typeof value === 'string' ? value : value.id
+
+export function toSubscriptionState (subscription: Stripe.Subscription): SubscriptionState {
+  // In this API version the period lives on the subscription items.
+  const item = subscription.items?.data?.[0]
+  return {
+    subscriptionId: subscription.id,
+    customerId: idOf(subscription.customer) ?? '',
+    status: subscription.status,
+    priceId: item?.price?.id ?? null,
+    currentPeriodEnd: unixToDate(item?.current_period_end),
+    cancelAtPeriodEnd: subscription.cancel_at_period_end ?? false
+  }
+}
+
+function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNetworkRetries: number): Stripe.StripeConfig {
+  const options: Stripe.StripeConfig = { timeout, maxNetworkRetries, appInfo: { name: 'task-subscription-backend' } }
+  if (apiUrl) {
+    const url = new URL(apiUrl)
+    options.host = url.hostname
+    options.port = url.port || (url.protocol === 'https:' ? 443 : 80)
+    options.protocol = url.protocol === 'http:' ? 'http' : 'https'
+  }
+  return options
+}
+
+async function call<T> (log: FastifyBaseLogger, operation: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn()
+  } catch (err) {
+    if (err instanceof Stripe.errors.StripeError) {
+      log.error({ operation, providerRequestId: err.requestId, type: err.type, code: err.code, statusCode: err.statusCode }, 'payment provider error')
+      throw new PaymentProviderError()
+    }
+    throw err
+  }
+}
+
+export default fp(async function payments (fastify) {
+  const { config, log } = fastify
+  if (!config.PAYMENT_SECRET_KEY) {
+    fastify.decorate('payments', null)
+    fastify.decorate('requirePayments', () => { throw new BillingNotConfiguredError() })
+    return
+  }
+  const stripe = new Stripe(config.PAYMENT_SECRET_KEY,
+    stripeClientOptions(config.PAYMENT_API_URL, config.PAYMENT_TIMEOUT_MS, config.PAYMENT_MAX_RETRIES))
+  const appUrl = config.APP_URL.replace(/\/+$/, '')
+
+  const client: Payments = {
+    priceIds: paymentPriceIds(config),
+
+    createCustomer: (user) => call(log, 'customers.create', async () => {
+      // A stable key: two quick clicks create one customer at the provider.
+      const customer = await stripe.customers.create(
+        { email: user.email, metadata: { userId: user.id } },
+        { idempotencyKey: `customer-create-${user.id}` })
+      return customer.id
+    }),
+
+    createCheckoutSession: ({ customerId, priceId, userId }) => call(log, 'checkout.sessions.create', async () => {
+      const session = await stripe.checkout.sessions.create({
+        mode: 'subscription',
+        customer: customerId,
+        line_items: [{ price: priceId, quantity: 1 }],
+        client_reference_id: userId,
+        metadata: { userId },
+        subscription_data: { metadata: { userId } },
+        success_url: `${appUrl}/billing/success?session_id={CHECKOUT_SESSION_ID}`,
+        cancel_url: `${appUrl}/billing/cancel`
+      }, { idempotencyKey: randomUUID() })
+      if (!session.url) throw new Stripe.errors.StripeAPIError({ message: 'checkout session without url' })
+      return session.url
+    }),
+
+    createPortalSession: (customerId) => call(log, 'billingPortal.sessions.create', async () => {
+      const session = await stripe.billingPortal.sessions.create({ customer: customerId, return_url: appUrl }, { idempotencyKey: randomUUID() })
+      return session.url
+    }),
+
+    retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () =>
+      toSubscriptionState(await stripe.subscriptions.retrieve(subscriptionId))),
+
+    cancelAtPeriodEnd: (subscriptionId) => call(log, 'subscriptions.update', async () =>
+      toSubscriptionState(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
+
+    cancelNow: (subscriptionId) => call(log, 'subscriptions.cancel', async () => {
+      try {
+        await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: randomUUID() })
+      } catch (err) {
+        if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing') return
+        throw err
+      }
+    })
+  }
+  fastify.decorate('payments', client)
+  fastify.decorate('requirePayments', () => client)
+}, { name: 'payments' })
+
+/** Verifies a webhook delivery against the exact raw bytes; throws when the signature is bad or stale. */
+export function constructWebhookEvent (rawBody: Buffer, signature: string, secret: string): Stripe.Event {
+  return Stripe.webhooks.constructEvent(rawBody, signature, secret, 300)
+}

@@ -1,0 +1,130 @@
+// POST /webhooks/payment: signed provider events, each applied exactly once (its id is
+// recorded in the same transaction as its effect), never rolling the state back.
+import type { FastifyBaseLogger } from 'fastify'
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type Stripe from 'stripe'
+import { applySubscriptionChange, recordPaymentEvent, type SubscriptionChange, type SubscriptionTarget } from '../../db/billing.js'
+import { recordUsageEvent } from '../../db/usage-events.js'
+import { constructWebhookEvent, type Payments } from '../../plugins/app/payments.js'
+import { WebhookEvent, WebhookReceived } from '../../schemas/billing.js'
+import { errorResponses } from '../../schemas/common.js'
+import { BillingNotConfiguredError, InvalidSignatureError } from '../../schemas/errors.js'
+
+interface PlannedChange { target: SubscriptionTarget, change: SubscriptionChange, upgrade: boolean }
+
+const idOf = (value: string | { id: string } | null | undefined): string | null =>
+  value == null ? null : typeof value === 'string' ? value : value.id
+const unixToDate = (seconds: number | undefined): Date | undefined => seconds === undefined ? undefined : new Date(seconds * 1000)
+
+/** What an event means for the stored subscription; null for events with nothing to apply. */
+async function planChange (event: Stripe.Event, payments: Payments, log: FastifyBaseLogger): Promise<PlannedChange | null> {
+  switch (event.type) {
+    case 'checkout.session.completed': {
+      const session = event.data.object
+      const userId = session.client_reference_id ?? session.metadata?.userId
+      const subscriptionId = idOf(session.subscription)
+      if (session.mode !== 'subscription' || !userId || !subscriptionId) {
+        log.warn({ eventId: event.id }, 'checkout session without user or subscription: ignored')
+        return null
+      }
+      // The session does not carry status, price or period: ask the provider.
+      const state = await payments.retrieveSubscription(subscriptionId)
+      return { target: { userId }, change: { ...state, customerId: idOf(session.customer) ?? state.customerId }, upgrade: true }
+    }
+    case 'customer.subscription.updated':
+    case 'customer.subscription.deleted': {
+      const subscription = event.data.object
+      const item = subscription.items?.data?.[0]
+      const deleted = event.type === 'customer.subscription.deleted'
+      return {
+        target: { customerId: idOf(subscription.customer) ?? '' },
+        change: {
+          subscriptionId: subscription.id,
+          status: deleted ? 'canceled' : subscription.status,
+          priceId: item?.price?.id ?? null,
+          currentPeriodEnd: unixToDate(item?.current_period_end) ?? null,
+          cancelAtPeriodEnd: deleted ? false : subscription.cancel_at_period_end
+        },
+        upgrade: false
+      }
+    }
+    case 'invoice.payment_succeeded':
+    case 'invoice.payment_failed': {
+      const invoice = event.data.object
+      const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription)
+      const customerId = idOf(invoice.customer)
+      if (!subscriptionId || !customerId) return null
+      const succeeded = event.type === 'invoice.payment_succeeded'
+      return {
+        target: { customerId },
+        change: {
+          subscriptionId,
+          status: succeeded ? 'active' : 'past_due',
+          ...(succeeded && { currentPeriodEnd: unixToDate(invoice.lines?.data?.[0]?.period?.end) })
+        },
+        upgrade: false
+      }
+    }
+    default:
+      return null
+  }
+}
+
+const HANDLED = new Set(['checkout.session.completed', 'customer.subscription.updated', 'customer.subscription.deleted', 'invoice.payment_succeeded', 'invoice.payment_failed'])
+
+const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { db, config } = fastify
+
+  fastify.post('/payment', {
+    config: { public: true, rawBody: true },
+    schema: {
+      tags: ['billing'],
+      operationId: 'receivePaymentWebhook',
+      summary: 'Payment provider webhook',
+      description: 'Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). ' +
+        'Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, ' +
+        'invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. ' +
+        'A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries.',
+      body: WebhookEvent,
+      response: { 200: WebhookReceived, ...errorResponses(400, 413, 415, 502, 503) }
+    }
+  }, async (request) => {
+    const payments = fastify.payments
+    const secret = config.PAYMENT_WEBHOOK_SECRET
+    if (payments === null || secret === undefined) throw new BillingNotConfiguredError()
+    const signature = request.headers['stripe-signature']
+    if (typeof signature !== 'string' || !Buffer.isBuffer(request.rawBody)) throw new InvalidSignatureError()
+    let event: Stripe.Event
+    try {
+      event = constructWebhookEvent(request.rawBody, signature, secret)
+    } catch {
+      throw new InvalidSignatureError()
+    }
+    const log = request.log.child({ eventId: event.id, eventType: event.type })
+    if (!HANDLED.has(event.type)) {
+      log.info('webhook event type not handled: ignored')
+      return { received: true as const }
+    }
+    // Cheap early exit for redeliveries; the insert below is what settles a race.
+    const seen = await db.selectFrom('payment_events').select('id').where('id', '=', event.id).executeTakeFirst()
+    if (seen) {
+      log.info('webhook event already applied')
+      return { received: true as const }
+    }
+    const planned = await planChange(event, payments, log)
+    const created = new Date(event.created * 1000)
+    await db.transaction().execute(async (tx) => {
+      if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created })) return
+      if (planned === null) return
+      const result = await applySubscriptionChange(tx, planned.target, planned.change, created)
+      if (result.outcome === 'unknown') log.warn({ target: planned.target }, 'webhook event for an unknown customer: recorded, nothing changed')
+      else if (result.outcome === 'stale') log.info('webhook event older than the stored state: recorded, nothing changed')
+      else if (planned.upgrade && result.plan === 'pro') {
+        await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
+      }
+    })
+    return { received: true as const }
+  })
+}
+
+export default webhooks
