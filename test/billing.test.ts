@@ -195,6 +195,22 @@ t.test('a redelivered event is acknowledged and applied once, also when deliveri
   t.equal(count, 1)
 })
 
+t.test('a failure while applying records nothing, so the provider\'s retry applies the event', async (t) => {
+  const user = await registerUser(app)
+  await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
+  const { session } = stripe.completeCheckout([...stripe.checkoutSessions.keys()].at(-1)!)
+  const event = checkoutSessionCompleted(session)
+  stripe.failNext(1, 'error') // the subscription look-up fails
+  const failed = await deliver(event)
+  t.ok(failed.statusCode >= 500, `answered ${failed.statusCode}`)
+  t.equal(await eventRecorded(event.id), false, 'not marked done')
+  t.equal((await preferencesRow(user.id)).plan, 'free')
+  const retried = await deliver(event)
+  t.equal(retried.statusCode, 200)
+  t.match(await preferencesRow(user.id), { plan: 'pro', payment_subscription_status: 'active' })
+  t.equal((await usageEvents(user.id, 'subscription_upgraded')).length, 1)
+})
+
 t.test('events arriving out of order leave the newest state', async (t) => {
   const user = await registerUser(app)
   const { subscription } = await subscribe(user)
