@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url'
 import { AjvCompiler } from '@fastify/ajv-compiler'
 import autoload from '@fastify/autoload'
 import { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import type { AppConfig } from './schemas/config.js'
+import { trustProxy, type AppConfig } from './schemas/config.js'
+import { isDatabaseUnavailable } from './db/connect.js'
 import { formatValidationDetails, isAppError, ValidationError } from './schemas/errors.js'
 
 declare module 'fastify' {
@@ -62,6 +63,10 @@ export function serverOptions (config: AppConfig): FastifyServerOptions {
     // One line per request comes from plugins/app/request-log.ts instead.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     bodyLimit: BODY_LIMIT,
+    // A hop count is valid at run time; the typings omit it.
+    trustProxy: trustProxy(config) as boolean | string[],
+    // During shutdown plugins/app/graceful-close.ts answers new requests with the 503 envelope.
+    return503OnClosing: false,
     // Opening a new embedded database and migrating it can take a while on a busy machine.
     pluginTimeout: 60_000,
     genReqId: (req: IncomingMessage) => {
@@ -88,21 +93,12 @@ export function serverOptions (config: AppConfig): FastifyServerOptions {
   }
 }
 
-// Errors that mean the database cannot be reached right now (as opposed to a bad query).
-const DB_UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
-export function isDatabaseUnavailable (err: { code?: unknown, message?: string }): boolean {
-  if (typeof err.code === 'string' && DB_UNAVAILABLE_CODES.has(err.code)) return true
-  const message = err.message ?? ''
-  return message.includes('timeout exceeded when trying to connect') ||
-    message.includes('Connection terminated') ||
-    message.includes('PGlite is closed')
-}
-
 const fastifyClientErrors: Record<string, [number, string]> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'Unsupported media type'],
   FST_ERR_CTP_BODY_TOO_LARGE: [413, 'Payload too large'],
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'Invalid JSON body'],
-  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'Invalid JSON body']
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'Invalid JSON body'],
+  FST_UNDER_PRESSURE: [503, 'Service unavailable']
 }
 
 export default async function serviceApp (fastify: FastifyInstance, opts: AppOptions) {
@@ -121,8 +117,8 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
     if (isAppError(err)) return send(err.statusCode ?? 500, err.message)
     const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]
     if (known) return send(known[0], known[1])
-    // The JSON parser's SyntaxError carries 400 but no code.
-    if (err instanceof SyntaxError && err.statusCode === 400) return send(400, 'Invalid JSON body')
+    // The JSON parsers' errors carry 400 but no code (a SyntaxError, or the raw-body parser's empty-body error).
+    if (err.statusCode === 400 && (err instanceof SyntaxError || err.message.startsWith('Body cannot be empty'))) return send(400, 'Invalid JSON body')
     if (isDatabaseUnavailable(err)) {
       request.log.error({ err: { message: err.message, code: err.code } }, 'database unavailable')
       return send(503, 'Service unavailable')
@@ -142,6 +138,6 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
 
   // Plugins read fastify.config themselves; `options: {}` is what autoload needs for autoConfig functions.
   await fastify.register(autoload, { dir: path.join(dirname, 'plugins/external'), options: {} })
-  await fastify.register(autoload, { dir: path.join(dirname, 'plugins/app'), options: {} })
+  await fastify.register(autoload, { dir: path.join(dirname, 'plugins/app'), options: {}, ignorePattern: /\.worker\.[jt]s$/ })
   await fastify.register(autoload, { dir: path.join(dirname, 'routes'), options: {} })
 }

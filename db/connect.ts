@@ -25,7 +25,18 @@ export interface DatabaseHandle {
 
 export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   if (options.url) {
+    const onError = (err: Error) => options.onPoolError?.(err)
+    // pg emits 'error' on a client whose connection dies while no query is running;
+    // the pool listens only while the client is idle. One dropped connection at the
+    // wrong moment would otherwise crash the process (found by test/faults.test.ts).
+    class GuardedClient extends pg.Client {
+      constructor (config?: string | pg.ClientConfig) {
+        super(config)
+        this.on('error', onError)
+      }
+    }
     const pool = new pg.Pool({
+      Client: GuardedClient,
       connectionString: options.url,
       max: options.poolMax ?? 10,
       // Fail fast instead of queueing forever when the server is gone or the pool is exhausted.
@@ -34,7 +45,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       statement_timeout: 15_000,
       application_name: 'task-subscription-backend'
     })
-    pool.on('error', (err) => options.onPoolError?.(err))
+    pool.on('error', onError)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     return { db, kind: 'postgres', close: () => db.destroy() }
   }
@@ -52,4 +63,14 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     })
   })
   return { db, kind: 'pglite', close: () => db.destroy() }
+}
+
+// Errors that mean the database cannot be reached right now (as opposed to a bad query).
+const DB_UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
+export function isDatabaseUnavailable (err: { code?: unknown, message?: string }): boolean {
+  if (typeof err.code === 'string' && DB_UNAVAILABLE_CODES.has(err.code)) return true
+  const message = err.message ?? ''
+  return message.includes('timeout exceeded when trying to connect') ||
+    message.includes('Connection terminated') ||
+    message.includes('PGlite is closed')
 }

@@ -8,12 +8,12 @@ const PlainOk = { description: 'Plain text `OK`', content: { 'text/plain': { sch
 
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
-    config: { public: true, logRequest: false },
+    config: { public: true, logRequest: false, rateLimit: false },
     schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk, ...errorResponses() } }
   }, async (_request, reply) => reply.type('text/plain; charset=utf-8').send('OK'))
 
   fastify.get('/ready', {
-    config: { public: true, logRequest: false },
+    config: { public: true, logRequest: false, rateLimit: false },
     schema: { tags: ['health'], operationId: 'ready', summary: 'Readiness: the database answers', response: { 200: PlainOk, ...errorResponses(503) } }
   }, async (_request, reply) => {
     await sql`select 1`.execute(fastify.db)

@@ -25,6 +25,15 @@ export const ConfigSchema = Type.Object({
   PAYMENT_API_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })),
   PAYMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000, errorMessage: 'must be milliseconds from 100 to 120000' }),
   PAYMENT_MAX_RETRIES: Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' }),
+  CORS_ORIGINS: Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' }),
+  TRUST_PROXY: Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-fA-F.:/, ]+)$', errorMessage: 'must be true, false, a hop count, or a comma-separated list of proxy addresses' }),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' })),
+  RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' }),
+  AUTH_RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' }),
+  RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1000, default: 60_000, errorMessage: 'must be at least 1000' }),
+  BCRYPT_WORKERS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' })),
+  BCRYPT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }),
+  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
   LOG_TOKEN: Type.Optional(Type.String()),
   LOG_DATASET: Type.Optional(Type.String())
@@ -87,5 +96,19 @@ function developmentSecret (raw: RawConfig): string {
   return secret
 }
 
-export const paymentPriceIds = (config: AppConfig): string[] =>
-  config.PAYMENT_PRICE_IDS.split(',').map((id) => id.trim()).filter(Boolean)
+const list = (value: string): string[] => value.split(',').map((item) => item.trim()).filter(Boolean)
+
+/** Origins allowed for CORS and for cookie-authenticated unsafe requests. */
+export const allowedOrigins = (config: AppConfig): string[] =>
+  [new URL(config.APP_URL).origin, ...list(config.CORS_ORIGINS).map((origin) => new URL(origin).origin)]
+
+/** Fastify's trustProxy from TRUST_PROXY: false, true, a hop count, or addresses. */
+export function trustProxy (config: AppConfig): boolean | number | string[] {
+  const value = config.TRUST_PROXY.trim()
+  if (value === 'true') return true
+  if (value === 'false') return false
+  if (/^\d+$/.test(value)) return Number(value)
+  return list(value)
+}
+
+export const paymentPriceIds = (config: AppConfig): string[] => list(config.PAYMENT_PRICE_IDS)

@@ -5,6 +5,7 @@ import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import type { ErrorMessage } from './common.js'
 
 export const UnauthorizedError = createError('APP_UNAUTHORIZED', 'Unauthorized', 401)
+export const ForbiddenError = createError('APP_FORBIDDEN', 'Forbidden', 403)
 export const InvalidCredentialsError = createError('APP_INVALID_CREDENTIALS', 'Invalid email or password', 401)
 export const EmailTakenError = createError('APP_EMAIL_TAKEN', 'Email already registered', 409)
 export const InvalidCurrentPasswordError = createError('APP_INVALID_CURRENT_PASSWORD', 'Invalid current password', 400)
@@ -15,6 +16,7 @@ export const SubscriptionAlreadyActiveError = createError('APP_SUBSCRIPTION_ACTI
 export const NoBillingAccountError = createError('APP_NO_BILLING_ACCOUNT', 'No billing account', 404)
 export const NoActiveSubscriptionError = createError('APP_NO_ACTIVE_SUBSCRIPTION', 'No active subscription', 404)
 export const InvalidSignatureError = createError('APP_INVALID_SIGNATURE', 'Invalid signature', 400)
+export const RateLimitedError = createError('APP_RATE_LIMITED', 'Too many requests', 429)
 export const ServiceUnavailableError = createError('APP_SERVICE_UNAVAILABLE', 'Service unavailable', 503)
 
 /** A 400 with `details`, for rules JSON Schema cannot express (e.g. bytes in UTF-8). */

@@ -46,6 +46,9 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {})
     NODE_ENV: 'test',
     LOG_LEVEL: 'silent',
     AUTH_JWT_SECRET: TEST_SECRET,
+    // Most files register many users from one address; test/hardening.test.ts turns the limits on.
+    RATE_LIMIT_MAX: '0',
+    AUTH_RATE_LIMIT_MAX: '0',
     ...await testDatabaseEnv(t),
     ...env
   })

@@ -6,7 +6,8 @@ import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify
 import { findUserForToken } from '../../db/users.js'
 import type { UserRow } from '../../db/types.js'
 import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
-import { UnauthorizedError } from '../../schemas/errors.js'
+import { allowedOrigins } from '../../schemas/config.js'
+import { ForbiddenError, UnauthorizedError } from '../../schemas/errors.js'
 
 export const AUTH_COOKIE = 'auth_token'
 
@@ -26,15 +27,18 @@ declare module 'fastify' {
   }
 }
 
-function bearerToken (request: FastifyRequest): string | undefined {
+function presentedToken (request: FastifyRequest): { token: string, from: 'header' | 'cookie' } | undefined {
   const header = request.headers.authorization
   if (header !== undefined) {
     const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header)
-    if (match) return match[1]
+    if (match) return { token: match[1]!, from: 'header' }
   }
   // The header wins (spec §5.2); the cookie is the fallback for browser sessions.
-  return request.cookies[AUTH_COOKIE] || undefined
+  const cookie = request.cookies[AUTH_COOKIE]
+  return cookie ? { token: cookie, from: 'cookie' } : undefined
 }
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 export default fp(async function authenticate (fastify) {
   const secureCookie = new URL(fastify.config.API_URL).protocol === 'https:'
@@ -43,12 +47,22 @@ export default fp(async function authenticate (fastify) {
   // @fastify/jwt already decorates request.tokenClaims (its decoratorName).
   fastify.decorateRequest('user', null as unknown as UserRow)
 
+  const origins = new Set(allowedOrigins(fastify.config))
+  // A browser sends the cookie along with requests other sites trigger; a header token it never sends
+  // by itself. So cookie-authenticated unsafe requests must come from our own origins.
+  const isCrossSite = (request: FastifyRequest): boolean => {
+    const origin = request.headers.origin
+    if (origin !== undefined) return !origins.has(origin)
+    return request.headers['sec-fetch-site'] === 'cross-site'
+  }
+
   fastify.decorate('authenticate', async function (request: FastifyRequest) {
-    const token = bearerToken(request)
-    if (token === undefined) throw new UnauthorizedError()
+    const presented = presentedToken(request)
+    if (presented === undefined) throw new UnauthorizedError()
+    if (presented.from === 'cookie' && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
     let claims: VerifiedClaims
     try {
-      claims = fastify.jwt.verify<VerifiedClaims>(token)
+      claims = fastify.jwt.verify<VerifiedClaims>(presented.token)
     } catch {
       throw new UnauthorizedError()
     }

@@ -1,7 +1,13 @@
-// Password hashing: bcrypt with 12 rounds (spec §8). Login compares against a dummy
-// hash when the email is unknown, so both failures cost the same.
-import bcrypt from 'bcryptjs'
+// Password hashing: bcrypt with 12 rounds (spec §8), in a bounded pool of worker threads
+// so sign-ins never stall the event loop. A full queue answers 503 at once instead of
+// piling up. Login compares against a dummy hash when the email is unknown, so both
+// failures cost the same.
+import { availableParallelism } from 'node:os'
+import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
+import { Piscina } from 'piscina'
+import { ServiceUnavailableError } from '../../schemas/errors.js'
+import type { BcryptTask } from './bcrypt.worker.js'
 
 export const BCRYPT_ROUNDS = 12
 // A valid 12-round hash of a random string nobody knows.
@@ -18,11 +24,37 @@ declare module 'fastify' {
   }
 }
 
+// The worker file sits beside this one: .ts under tsx/tap, .js once compiled.
+const workerFile = fileURLToPath(new URL(`./bcrypt.worker${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url))
+
 export default fp(async function passwords (fastify) {
+  // Default: leave one core for serving requests.
+  const threads = fastify.config.BCRYPT_WORKERS ?? Math.max(1, availableParallelism() - 1)
+  const pool = new Piscina<BcryptTask, string | boolean>({
+    filename: workerFile,
+    minThreads: threads,
+    maxThreads: threads,
+    maxQueue: fastify.config.BCRYPT_QUEUE_MAX,
+    idleTimeout: 60_000
+  })
+  fastify.addHook('onClose', () => pool.close())
+
+  const run = async <T extends string | boolean>(task: BcryptTask): Promise<T> => {
+    try {
+      return await pool.run(task) as T
+    } catch (err) {
+      if ((err as Error).message === 'Task queue is at limit') {
+        fastify.log.warn({ queue: pool.queueSize }, 'password hashing queue full: shedding')
+        throw new ServiceUnavailableError()
+      }
+      throw err
+    }
+  }
+
   fastify.decorate('passwords', {
-    hash: (password: string) => bcrypt.hash(password, BCRYPT_ROUNDS),
+    hash: (password: string) => run<string>({ op: 'hash', password, rounds: BCRYPT_ROUNDS }),
     async verify (password: string, hash: string | undefined) {
-      const matches = await bcrypt.compare(password, hash ?? DUMMY_HASH)
+      const matches = await run<boolean>({ op: 'compare', password, hash: hash ?? DUMMY_HASH })
       return matches && hash !== undefined
     }
   } satisfies Passwords)

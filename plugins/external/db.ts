@@ -1,10 +1,13 @@
-// The database: Kysely over a pg pool (DATABASE_URL) or embedded PGlite, migrated to
-// the latest version before the server accepts requests, closed with the server.
+// The database: Kysely over a pg pool (DATABASE_URL) or embedded PGlite, migrated to the
+// latest version, closed with the server. A PostgreSQL server that cannot be reached at
+// start-up does not stop the service: it starts, answers 503 (and /ready fails) and keeps
+// retrying the migration in the background until the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
-import { createDatabase } from '../../db/connect.js'
+import { createDatabase, isDatabaseUnavailable } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import type { Database } from '../../db/types.js'
+import { ServiceUnavailableError } from '../../schemas/errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -12,6 +15,10 @@ declare module 'fastify' {
     dbKind: 'postgres' | 'pglite'
   }
 }
+
+const RETRY_MS = 2_000
+// What may answer before the schema is in place: liveness and the document.
+const NEEDS_NO_DATABASE = new Set(['/health', '/openapi.json'])
 
 export default fp(async function db (fastify) {
   const { config, log } = fastify
@@ -23,10 +30,39 @@ export default fp(async function db (fastify) {
   })
   fastify.decorate('db', handle.db)
   fastify.decorate('dbKind', handle.kind)
-  fastify.addHook('onClose', () => handle.close())
 
-  const { results } = await migrateToLatest(handle.db)
-  for (const migration of results ?? []) {
-    log.info({ migration: migration.migrationName, status: migration.status }, 'migration applied')
+  let migrated = false
+  let retry: NodeJS.Timeout | undefined
+  const migrate = async () => {
+    const { results } = await migrateToLatest(handle.db)
+    for (const migration of results ?? []) {
+      log.info({ migration: migration.migrationName, status: migration.status }, 'migration applied')
+    }
+    migrated = true
   }
+  const retryLater = () => {
+    retry = setTimeout(() => {
+      migrate().then(() => log.info('database reachable again: schema ready'), (err) => {
+        if (!isDatabaseUnavailable(err)) log.error({ err }, 'migration failed')
+        retryLater()
+      })
+    }, RETRY_MS)
+  }
+  fastify.addHook('onClose', async () => {
+    clearTimeout(retry)
+    await handle.close()
+  })
+
+  try {
+    await migrate()
+  } catch (err) {
+    if (!isDatabaseUnavailable(err as Error)) throw err
+    log.error({ err: { message: (err as Error).message } }, 'database unreachable at start-up: serving 503 and retrying')
+    retryLater()
+  }
+
+  fastify.addHook('onRequest', (request, _reply, done) => {
+    if (migrated || NEEDS_NO_DATABASE.has(request.routeOptions.url ?? '')) return done()
+    done(new ServiceUnavailableError())
+  })
 }, { name: 'db' })

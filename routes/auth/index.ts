@@ -1,9 +1,10 @@
 // Sign-up, sign-in, the current user, sign-out.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { revokeToken } from '../../db/revoked-tokens.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
 import { errorResponses, NullSuccess, Success } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../schemas/errors.js'
+import { EmailTakenError, InvalidCredentialsError, RateLimitedError, ValidationError } from '../../schemas/errors.js'
 import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, User } from '../../schemas/users.js'
 import { randomUUID } from 'node:crypto'
 
@@ -11,17 +12,40 @@ const tooLong = (password: string) => Buffer.byteLength(password, 'utf8') > MAX_
 const TOO_LONG_DETAIL = `Password must be at most ${MAX_PASSWORD_BYTES} bytes - password`
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, passwords } = fastify
+  const { db, passwords, config } = fastify
+
+  // Guessing passwords or flooding sign-ups: AUTH_RATE_LIMIT_MAX per window, per client
+  // address and, separately, per email address (so many addresses cannot target one account).
+  const limited = config.AUTH_RATE_LIMIT_MAX > 0
+  const perAddress = limited ? { max: config.AUTH_RATE_LIMIT_MAX, timeWindow: config.RATE_LIMIT_WINDOW_MS } : undefined
+  // createRateLimit, not rateLimit: the latter skips a request another limiter already counted.
+  const emailLimit = limited
+    ? fastify.createRateLimit({
+      max: config.AUTH_RATE_LIMIT_MAX,
+      timeWindow: config.RATE_LIMIT_WINDOW_MS,
+      keyGenerator: (request) => `auth-email:${normalizeEmail((request.body as { email: string }).email)}`
+    })
+    : undefined
+  const perEmail = emailLimit
+    ? [async (request: FastifyRequest, reply: FastifyReply) => {
+        const result = await emailLimit(request)
+        if (!result.isAllowed && result.isExceeded) {
+          reply.header('retry-after', String(result.ttlInSeconds))
+          throw new RateLimitedError()
+        }
+      }]
+    : []
 
   fastify.post('/register', {
-    config: { public: true },
+    config: { public: true, ...(perAddress && { rateLimit: perAddress }) },
+    preHandler: perEmail,
     schema: {
       tags: ['auth'],
       operationId: 'register',
       summary: 'Create an account and sign in',
       description: 'Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie.',
       body: RegisterBody,
-      response: { 201: AuthResponse, ...errorResponses(400, 409, 413, 415, 503) }
+      response: { 201: AuthResponse, ...errorResponses(400, 409, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     const { password } = request.body
@@ -43,14 +67,15 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('/login', {
-    config: { public: true, validationError: 'Invalid input' },
+    config: { public: true, validationError: 'Invalid input', ...(perAddress && { rateLimit: perAddress }) },
+    preHandler: perEmail,
     schema: {
       tags: ['auth'],
       operationId: 'login',
       summary: 'Sign in',
       description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie.',
       body: LoginBody,
-      response: { 200: AuthResponse, ...errorResponses(400, 401, 413, 415, 503) }
+      response: { 200: AuthResponse, ...errorResponses(400, 401, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     const { password } = request.body

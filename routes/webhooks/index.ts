@@ -2,13 +2,14 @@
 // recorded in the same transaction as its effect), never rolling the state back.
 import type { FastifyBaseLogger } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import rawBody from 'fastify-raw-body'
 import type Stripe from 'stripe'
 import { applySubscriptionChange, recordPaymentEvent, type SubscriptionChange, type SubscriptionTarget } from '../../db/billing.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
 import { constructWebhookEvent, type Payments } from '../../plugins/app/payments.js'
 import { WebhookEvent, WebhookReceived } from '../../schemas/billing.js'
 import { errorResponses } from '../../schemas/common.js'
-import { BillingNotConfiguredError, InvalidSignatureError } from '../../schemas/errors.js'
+import { BillingNotConfiguredError, InvalidSignatureError, ValidationError } from '../../schemas/errors.js'
 
 interface PlannedChange { target: SubscriptionTarget, change: SubscriptionChange, upgrade: boolean }
 
@@ -74,6 +75,9 @@ const HANDLED = new Set(['checkout.session.completed', 'customer.subscription.up
 
 const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, config } = fastify
+  // The exact bytes for the signature check, as a Buffer (a utf8 string would corrupt
+  // non-UTF-8 bytes). Registered here, it replaces the JSON parser for this route only.
+  await fastify.register(rawBody, { field: 'rawBody', global: false, encoding: false, runFirst: true })
 
   fastify.post('/payment', {
     config: { public: true, rawBody: true },
@@ -99,6 +103,11 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
       event = constructWebhookEvent(request.rawBody, signature, secret)
     } catch {
       throw new InvalidSignatureError()
+    }
+    // Signed but not shaped like an event: nothing a retry would fix.
+    if (typeof event.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' ||
+        typeof event.data?.object !== 'object' || event.data.object === null) {
+      throw new ValidationError(['Not a provider event - body'])
     }
     const log = request.log.child({ eventId: event.id, eventType: event.type })
     if (!HANDLED.has(event.type)) {

@@ -1,0 +1,106 @@
+// Database faults on a real PostgreSQL server, reached through a proxy the test cuts and
+// restores: unreachable at start-up, lost while running, a webhook during the outage,
+// backends killed under the pool. (Runs against DATABASE_URL's server, or the local one.)
+import { randomUUID } from 'node:crypto'
+import pg from 'pg'
+import t from 'tap'
+import { build, json, registerUser } from './helper.js'
+import { invoicePaymentSucceeded, signedDelivery } from './stripe-events.js'
+import { startStripeStandIn } from './stripe-stand-in.js'
+import { TcpProxy } from './tcp-proxy.js'
+
+const serverUrl = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+const name = `faults_${randomUUID().replaceAll('-', '')}`
+const admin = new pg.Client({ connectionString: serverUrl.toString() })
+await admin.connect()
+await admin.query(`create database ${name}`)
+t.teardown(async () => {
+  await admin.query(`drop database if exists ${name} with (force)`)
+  await admin.end()
+})
+
+const proxy = new TcpProxy({ host: serverUrl.hostname, port: Number(serverUrl.port || 5432) })
+await proxy.reservePort()
+t.teardown(() => proxy.stop())
+const viaProxy = new URL(serverUrl)
+viaProxy.hostname = '127.0.0.1'
+viaProxy.port = String(proxy.port)
+viaProxy.pathname = `/${name}`
+
+const WEBHOOK_SECRET = 'whsec_faults'
+const stripe = await startStripeStandIn()
+t.teardown(() => stripe.close())
+
+/** Polls until the answer has the status (the service recovers by itself; no fixed sleeps). */
+async function eventually (send: () => Promise<{ statusCode: number }>, status: number, tries = 60) {
+  let last
+  for (let i = 0; i < tries; i++) {
+    last = await send()
+    if (last.statusCode === status) return last
+    await new Promise((resolve) => setTimeout(resolve, 250))
+  }
+  return last!
+}
+
+// Started while the database is unreachable.
+const app = await build(t, {
+  DATABASE_URL: viaProxy.toString(),
+  PAYMENT_SECRET_KEY: 'sk_test_faults',
+  PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  PAYMENT_API_URL: stripe.url,
+  PAYMENT_MAX_RETRIES: '0'
+})
+
+t.test('unreachable at start-up: the service starts, answers 503, and recovers by itself', async (t) => {
+  t.equal((await app.inject({ method: 'GET', url: '/health' })).statusCode, 200, '/health needs no database')
+  const ready = await app.inject({ method: 'GET', url: '/ready' })
+  t.equal(ready.statusCode, 503)
+  t.same(json(ready), { success: false, error: 'Service unavailable' })
+  const register = await app.inject({ method: 'POST', url: '/auth/register', payload: { email: `early-${randomUUID()}@example.com`, password: 'correct horse battery' } })
+  t.equal(register.statusCode, 503)
+  t.same(json(register), { success: false, error: 'Service unavailable' })
+
+  await proxy.start()
+  t.equal((await eventually(() => app.inject({ method: 'GET', url: '/ready' }), 200)).statusCode, 200, 'ready once the schema is migrated')
+  const user = await registerUser(app)
+  t.equal((await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })).statusCode, 200)
+})
+
+t.test('lost while running: 503 envelopes, no crash, then recovery; a webhook in the outage is applied once on redelivery', async (t) => {
+  const user = await registerUser(app)
+  await app.db.updateTable('user_preferences').set({ payment_customer_id: `cus_${user.id.slice(0, 8)}` }).where('user_id', '=', user.id).execute()
+  const subscription = stripe.createSubscription({ customer: `cus_${user.id.slice(0, 8)}`, price: 'price_pro_monthly' })
+  const event = invoicePaymentSucceeded(subscription)
+  const delivery = () => {
+    const { body, headers } = signedDelivery(event, WEBHOOK_SECRET)
+    return app.inject({ method: 'POST', url: '/webhooks/payment', headers, payload: body })
+  }
+
+  await proxy.stop()
+  const list = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
+  t.equal(list.statusCode, 503)
+  t.same(json(list), { success: false, error: 'Service unavailable' })
+  t.notMatch(list.body, /ECONN|pg|sql|stack/i, 'no internals')
+  t.equal((await app.inject({ method: 'GET', url: '/ready' })).statusCode, 503)
+  t.equal((await app.inject({ method: 'GET', url: '/health' })).statusCode, 200)
+  const during = await delivery()
+  t.ok(during.statusCode >= 500, `the webhook fails (${during.statusCode}), so the provider retries`)
+
+  await proxy.start()
+  t.equal((await eventually(() => app.inject({ method: 'GET', url: '/tasks', headers: user.auth }), 200)).statusCode, 200, 'recovers by itself')
+  t.equal((await delivery()).statusCode, 200)
+  t.equal((await delivery()).statusCode, 200, 'a second redelivery is a no-op')
+  const row = await app.db.selectFrom('user_preferences').select(['plan', 'payment_subscription_status']).where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  t.same(row, { plan: 'pro', payment_subscription_status: 'active' })
+  const recorded = await app.db.selectFrom('payment_events').select('id').where('id', '=', event.id).execute()
+  t.equal(recorded.length, 1, 'applied exactly once')
+})
+
+t.test('backends killed under the pool: the process survives and serves again', async (t) => {
+  const user = await registerUser(app)
+  await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name])
+  const answers = []
+  for (let i = 0; i < 3; i++) answers.push((await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })).statusCode)
+  t.ok(answers.every((s) => s === 200 || s === 503), `only 200 or 503 (${answers.join(', ')})`)
+  t.equal((await eventually(() => app.inject({ method: 'GET', url: '/tasks', headers: user.auth }), 200)).statusCode, 200)
+})

@@ -1,0 +1,190 @@
+// Abuse and hostile input: rate limits, CSRF on cookie sessions, security headers,
+// prototype pollution, racing sign-ups, password bounds before hashing, load shedding,
+// and equal cost for both kinds of failed sign-in.
+import { randomInt } from 'node:crypto'
+import t from 'tap'
+import { build, json, registerUser, uniqueEmail } from './helper.js'
+
+// Each run uses its own client addresses, so parallel runs sharing Redis never share counters.
+const ip = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
+const login = (app: Awaited<ReturnType<typeof build>>, email: string, remoteAddress: string, headers: Record<string, string> = {}) =>
+  app.inject({ method: 'POST', url: '/auth/login', remoteAddress, headers, payload: { email, password: 'not the password' } })
+
+t.test('sign-in is limited per IP and per email: 429 envelope with Retry-After', async (t) => {
+  const app = await build(t, { AUTH_RATE_LIMIT_MAX: '3' })
+  const address = ip()
+  const statuses = []
+  for (let i = 0; i < 4; i++) statuses.push((await login(app, uniqueEmail(), address)).statusCode)
+  t.same(statuses, [401, 401, 401, 429], 'the fourth attempt from one address is refused')
+  const limited = await login(app, uniqueEmail(), address)
+  t.same(json(limited), { success: false, error: 'Too many requests' })
+  t.match(limited.headers['retry-after'], /^\d+$/)
+  t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'another address is not affected')
+
+  const target = uniqueEmail('target')
+  const perEmail = []
+  for (let i = 0; i < 4; i++) perEmail.push((await login(app, target.toUpperCase(), ip())).statusCode)
+  t.same(perEmail, [401, 401, 401, 429], 'one email from many addresses is refused too, whatever its case')
+})
+
+t.test('a global per-IP ceiling covers every route but the health checks', async (t) => {
+  const app = await build(t, { RATE_LIMIT_MAX: '5' })
+  const address = ip()
+  const user = await registerUser(app)
+  const statuses = []
+  for (let i = 0; i < 7; i++) statuses.push((await app.inject({ method: 'GET', url: '/tasks', headers: user.auth, remoteAddress: address })).statusCode)
+  t.same(statuses, [200, 200, 200, 200, 200, 429, 429])
+  for (let i = 0; i < 7; i++) {
+    t.equal((await app.inject({ method: 'GET', url: '/health', remoteAddress: address })).statusCode, 200)
+  }
+})
+
+t.test('X-Forwarded-For counts only when TRUST_PROXY says so', async (t) => {
+  const untrusting = await build(t, { AUTH_RATE_LIMIT_MAX: '2' })
+  const proxy = ip()
+  const spoofed = []
+  for (let i = 0; i < 3; i++) spoofed.push((await login(untrusting, uniqueEmail(), proxy, { 'x-forwarded-for': ip() })).statusCode)
+  t.same(spoofed, [401, 401, 429], 'a client cannot dodge the limit by inventing addresses')
+
+  const trusting = await build(t, { AUTH_RATE_LIMIT_MAX: '2', TRUST_PROXY: 'true' })
+  const behindProxy = []
+  for (let i = 0; i < 3; i++) behindProxy.push((await login(trusting, uniqueEmail(), proxy, { 'x-forwarded-for': ip() })).statusCode)
+  t.same(behindProxy, [401, 401, 401], 'behind a trusted proxy each client has its own bucket')
+})
+
+t.test('with REDIS_URL two instances share one counter', async (t) => {
+  const env = { AUTH_RATE_LIMIT_MAX: '3', REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' }
+  const a = await build(t, env)
+  const b = await build(t, env)
+  const address = ip()
+  const statuses = []
+  for (const app of [a, b, a, b]) statuses.push((await login(app, uniqueEmail(), address)).statusCode)
+  t.same(statuses, [401, 401, 401, 429])
+})
+
+t.test('cookie sessions refuse unsafe requests from foreign origins; header tokens are unaffected', async (t) => {
+  const app = await build(t)
+  const user = await registerUser(app)
+  const cookie = { cookie: `auth_token=${user.token}` }
+  const create = (headers: Record<string, string>) => app.inject({ method: 'POST', url: '/tasks', headers, payload: { title: 'csrf?' } })
+
+  const foreign = await create({ ...cookie, origin: 'https://evil.example' })
+  t.equal(foreign.statusCode, 403)
+  t.same(json(foreign), { success: false, error: 'Forbidden' })
+  t.equal((await create({ ...cookie, 'sec-fetch-site': 'cross-site' })).statusCode, 403, 'cross-site fetch without Origin')
+  t.equal((await app.inject({ method: 'DELETE', url: '/account/delete', headers: { ...cookie, origin: 'https://evil.example' } })).statusCode, 403)
+  t.equal((await create({ ...cookie, origin: 'http://localhost:3000' })).statusCode, 201, 'our own web client')
+  t.equal((await create(cookie)).statusCode, 201, 'non-browser clients send no Origin')
+  t.equal((await create({ ...user.auth, origin: 'https://evil.example' })).statusCode, 201, 'a header token is never sent by a browser on its own')
+  t.equal((await app.inject({ method: 'GET', url: '/tasks', headers: { ...cookie, origin: 'https://evil.example' } })).statusCode, 200, 'reads are safe (CORS keeps the answer from the other site)')
+  const { count } = await app.db.selectFrom('tasks').select((eb) => eb.fn.countAll<number>().as('count')).where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  t.equal(Number(count), 3, 'the refused requests stored nothing')
+})
+
+t.test('CORS_ORIGINS adds origins for CORS and cookie sessions', async (t) => {
+  const app = await build(t, { CORS_ORIGINS: 'https://admin.example.com' })
+  const user = await registerUser(app)
+  const preflight = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'https://admin.example.com', 'access-control-request-method': 'POST' } })
+  t.equal(preflight.headers['access-control-allow-origin'], 'https://admin.example.com')
+  const res = await app.inject({ method: 'POST', url: '/tasks', headers: { cookie: `auth_token=${user.token}`, origin: 'https://admin.example.com' }, payload: { title: 'ok' } })
+  t.equal(res.statusCode, 201)
+})
+
+t.test('security headers suit a JSON API', async (t) => {
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/nope' })
+  t.match(res.headers, {
+    'content-security-policy': "default-src 'none';frame-ancestors 'none'",
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'SAMEORIGIN',
+    'referrer-policy': 'no-referrer',
+    'cross-origin-resource-policy': 'same-site',
+    'strict-transport-security': /max-age=\d+/
+  })
+  t.notOk(res.headers['x-powered-by'])
+})
+
+t.test('prototype pollution keys are refused, nothing is stored', async (t) => {
+  const app = await build(t)
+  const user = await registerUser(app)
+  for (const payload of ['{"title":"x","__proto__":{"admin":true}}', '{"title":"x","constructor":{"prototype":{"admin":true}}}']) {
+    const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'application/json' }, payload })
+    t.equal(res.statusCode, 400, payload)
+    t.same(json(res), { success: false, error: 'Invalid JSON body' })
+  }
+  t.equal(({} as Record<string, unknown>).admin, undefined)
+  const rows = await app.db.selectFrom('tasks').select('id').where('user_id', '=', user.id).execute()
+  t.same(rows, [])
+})
+
+t.test('two concurrent sign-ups for one email in two cases: one account, one 409', async (t) => {
+  const app = await build(t)
+  const email = uniqueEmail('race')
+  const [a, b] = await Promise.all([email.toUpperCase(), email].map((address) =>
+    app.inject({ method: 'POST', url: '/auth/register', payload: { email: address, password: 'correct horse battery' } })))
+  t.same([a!.statusCode, b!.statusCode].sort(), [201, 409])
+  const loser = a!.statusCode === 409 ? a! : b!
+  t.same(json(loser), { success: false, error: 'Email already registered' })
+  const rows = await app.db.selectFrom('users').select('email').where('email', '=', email).execute()
+  t.same(rows, [{ email }])
+})
+
+t.test('over-long passwords are refused before any hashing', async (t) => {
+  const app = await build(t)
+  const calls = { hash: 0, verify: 0 }
+  const { hash, verify } = app.passwords
+  app.passwords.hash = async (password) => { calls.hash++; return hash(password) }
+  app.passwords.verify = async (password, stored) => { calls.verify++; return verify(password, stored) }
+  t.teardown(() => { Object.assign(app.passwords, { hash, verify }) })
+
+  const huge = 'p'.repeat(10 * 1024)
+  const register = await app.inject({ method: 'POST', url: '/auth/register', payload: { email: uniqueEmail(), password: huge } })
+  t.equal(register.statusCode, 400)
+  t.same(json(register), { success: false, error: 'Validation failed', details: ['Password must be at most 72 bytes - password'] })
+  const signIn = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: uniqueEmail(), password: huge } })
+  t.equal(signIn.statusCode, 400)
+  t.equal(json(signIn).error, 'Invalid input')
+  const multibyte = await app.inject({ method: 'POST', url: '/auth/register', payload: { email: uniqueEmail(), password: 'é'.repeat(37) } })
+  t.equal(multibyte.statusCode, 400)
+  t.same(calls, { hash: 0, verify: 0 }, 'bcrypt never ran')
+})
+
+t.test('an overloaded event loop sheds load with 503 + Retry-After; /health stays up', async (t) => {
+  const app = await build(t, { MAX_EVENT_LOOP_DELAY_MS: '20' })
+  const user = await registerUser(app)
+  let shed
+  // Block the loop across under-pressure's sampling until it reports the lag.
+  for (let attempt = 0; attempt < 20 && shed === undefined; attempt++) {
+    const until = Date.now() + 300
+    while (Date.now() < until) { /* busy: the event loop cannot turn */ }
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    const res = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
+    if (res.statusCode === 503) shed = { res, health: await app.inject({ method: 'GET', url: '/health' }) }
+  }
+  t.ok(shed, 'a request was shed')
+  t.same(json(shed!.res), { success: false, error: 'Service unavailable' })
+  t.equal(shed!.res.headers['retry-after'], '5')
+  t.equal(shed!.health.statusCode, 200, 'liveness is not load-shed')
+})
+
+t.test('unknown email and wrong password: same answer, same cost (50 tries each)', async (t) => {
+  const app = await build(t)
+  const user = await registerUser(app)
+  const time = async (email: string) => {
+    const started = process.hrtime.bigint()
+    const res = await app.inject({ method: 'POST', url: '/auth/login', payload: { email, password: 'wrong password' } })
+    return { ms: Number(process.hrtime.bigint() - started) / 1e6, status: res.statusCode, body: res.body }
+  }
+  const unknown = []
+  const wrong = []
+  for (let i = 0; i < 50; i++) {
+    unknown.push(await time(uniqueEmail('nobody')))
+    wrong.push(await time(user.email))
+  }
+  t.same(new Set([...unknown, ...wrong].map((r) => `${r.status} ${r.body}`)), new Set(['401 {"success":false,"error":"Invalid email or password"}']))
+  const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+  const [mu, mw] = [median(unknown.map((r) => r.ms)), median(wrong.map((r) => r.ms))]
+  t.comment(`login failure medians: unknown email ${mu.toFixed(1)} ms, wrong password ${mw.toFixed(1)} ms`)
+  // Generous on purpose: a real difference would be the whole bcrypt cost (a ratio of 10 or more).
+  t.ok(mu / mw > 0.5 && mu / mw < 2, `ratio ${(mu / mw).toFixed(2)} within 0.5–2`)
+})
