@@ -13,6 +13,9 @@ export interface DatabaseOptions {
   /** Where the embedded database keeps its files. */
   dataDir: string
   poolMax?: number
+  /** How long a request waits for a pooled connection (or a new one) before failing with 503. */
+  connectTimeoutMs?: number
+  statementTimeoutMs?: number
   /** Called with errors of idle pool clients (a restarted server, a killed backend), which would otherwise crash the process. */
   onPoolError?: (err: Error) => void
 }
@@ -40,9 +43,9 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       connectionString: options.url,
       max: options.poolMax ?? 10,
       // Fail fast instead of queueing forever when the server is gone or the pool is exhausted.
-      connectionTimeoutMillis: 5_000,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
       idleTimeoutMillis: 30_000,
-      statement_timeout: 15_000,
+      statement_timeout: options.statementTimeoutMs ?? 15_000,
       application_name: 'task-subscription-backend'
     })
     pool.on('error', onError)

@@ -96,6 +96,27 @@ t.test('lost while running: 503 envelopes, no crash, then recovery; a webhook in
   t.equal(recorded.length, 1, 'applied exactly once')
 })
 
+t.test('pool exhausted: the extra requests fail fast with 503, then the pool recovers', async (t) => {
+  const small = await build(t, { DATABASE_URL: viaProxy.toString(), DATABASE_POOL_MAX: '2', DATABASE_CONNECT_TIMEOUT_MS: '300' })
+  const user = await registerUser(small)
+  let releaseAll!: () => void
+  const held = new Promise<void>((resolve) => { releaseAll = resolve })
+  // Two slow queries occupy the whole pool.
+  const holders = [1, 2].map(() => small.db.connection().execute(async (conn) => {
+    await conn.selectNoFrom((eb) => eb.val(1).as('one')).execute()
+    await held
+  }))
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const extra = await Promise.all([1, 2, 3].map(() => small.inject({ method: 'GET', url: '/tasks', headers: user.auth })))
+  t.same(extra.map((r) => r.statusCode), [503, 503, 503])
+  t.same(json(extra[0]!), { success: false, error: 'Service unavailable' })
+  releaseAll()
+  await Promise.all(holders)
+  t.equal((await small.inject({ method: 'GET', url: '/tasks', headers: user.auth })).statusCode, 200, 'recovered')
+  const { rows } = await admin.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = $1', [name])
+  t.ok(rows[0]!.n <= 2 + 10, `no leaked connections (${rows[0]!.n} open to the database)`)
+})
+
 t.test('backends killed under the pool: the process survives and serves again', async (t) => {
   const user = await registerUser(app)
   await admin.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name])

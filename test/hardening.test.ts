@@ -188,3 +188,11 @@ t.test('unknown email and wrong password: same answer, same cost (50 tries each)
   // Generous on purpose: a real difference would be the whole bcrypt cost (a ratio of 10 or more).
   t.ok(mu / mw > 0.5 && mu / mw < 2, `ratio ${(mu / mw).toFixed(2)} within 0.5–2`)
 })
+
+t.test('the installed fast-jwt (under @fastify/jwt) is at least 6.3.1', async (t) => {
+  const { readFile } = await import('node:fs/promises')
+  const lock = JSON.parse(await readFile(new URL('../package-lock.json', import.meta.url), 'utf8'))
+  const version: string = lock.packages['node_modules/fast-jwt'].version
+  const [major, minor, patch] = version.split('.').map(Number) as [number, number, number]
+  t.ok(major > 6 || (major === 6 && (minor > 3 || (minor === 3 && patch >= 1))), `fast-jwt ${version}`)
+})

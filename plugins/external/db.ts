@@ -26,6 +26,8 @@ export default fp(async function db (fastify) {
     url: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
     poolMax: config.DATABASE_POOL_MAX,
+    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
+    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     onPoolError: (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database client failed')
   })
   fastify.decorate('db', handle.db)
