@@ -24,14 +24,15 @@ const completedAtFor = (status: TaskStatus): RawBuilder<Date | null> =>
 export async function listTasks (
   db: Kysely<Database>,
   userId: string,
-  query: { status?: TaskStatus, limit: number, offset: number }
+  query: { status?: TaskStatus, limit?: number, offset?: number }
 ): Promise<{ tasks: Task[], total: number }> {
   let base = db.selectFrom('tasks').where('user_id', '=', userId)
   if (query.status) base = base.where('status', '=', query.status)
   const [rows, count] = await Promise.all([
     base.selectAll()
       .orderBy('created_at', 'desc').orderBy('id', 'desc')
-      .limit(query.limit).offset(query.offset)
+      // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
+      .limit(query.limit ?? 50).offset(query.offset ?? 0)
       .execute(),
     base.select(sql<number>`count(*)::int`.as('total')).executeTakeFirstOrThrow()
   ])

@@ -38,7 +38,8 @@ export const ConfigSchema = Type.Object({
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
   LOG_TOKEN: Type.Optional(Type.String()),
-  LOG_DATASET: Type.Optional(Type.String())
+  LOG_DATASET: Type.Optional(Type.String()),
+  LOG_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' }))
 })
 
 type RawConfig = Static<typeof ConfigSchema>

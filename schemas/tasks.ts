@@ -48,7 +48,7 @@ export type UpdateTaskBody = Static<typeof UpdateTaskBody>
 
 export const ListTasksQuery = Type.Object({
   status: Type.Optional(TaskStatus),
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-  offset: Type.Integer({ minimum: 0, maximum: 2147483647, default: 0 })
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Page size' })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 2147483647, default: 0, description: 'Tasks to skip' }))
 }, { additionalProperties: false })
 export type ListTasksQuery = Static<typeof ListTasksQuery>

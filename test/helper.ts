@@ -10,6 +10,7 @@ import fp from 'fastify-plugin'
 import pg from 'pg'
 import serviceApp, { serverOptions } from '../app.js'
 import { loadConfig, type AppConfig } from '../schemas/config.js'
+import { enforceContract } from './contract.js'
 import { templateDataDir } from './paths.js'
 
 export const TEST_SECRET = 'test-secret-that-is-long-enough-0123456789'
@@ -54,13 +55,17 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {})
   })
 }
 
-/** The app exactly as server.ts builds it, ready, closed at teardown. */
+/**
+ * The app exactly as server.ts builds it, ready, closed at teardown. Its inject() checks
+ * every response against the app's OpenAPI document (test/contract.ts).
+ */
 export async function build (t: Teardown, env: Record<string, string> = {}, config?: AppConfig): Promise<FastifyInstance> {
   const appConfig = config ?? await testConfig(t, env)
   const app = Fastify(serverOptions(appConfig))
   app.register(fp(serviceApp), { config: appConfig })
   t.teardown(() => app.close())
   await app.ready()
+  enforceContract(app)
   return app
 }
 

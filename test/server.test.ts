@@ -1,48 +1,8 @@
 // server.ts as a real process on a real socket: configuration errors at start-up,
 // the auth cookie in a round trip, and graceful shutdown with a request in flight.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { once } from 'node:events'
-import { createServer } from 'node:net'
 import t from 'tap'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
-import { ROOT } from './paths.js'
-
-async function freePort (): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  await once(server, 'close')
-  return port
-}
-
-interface Running { child: ChildProcess, base: string, output: () => string, exited: Promise<number | null> }
-
-function startServer (env: Record<string, string>): Running {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', NODE_ENV: 'test', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  let output = ''
-  child.stdout?.on('data', (chunk) => { output += chunk })
-  child.stderr?.on('data', (chunk) => { output += chunk })
-  const exited = once(child, 'exit').then(([code]) => code as number | null)
-  return { child, base: `http://127.0.0.1:${env.PORT}`, output: () => output, exited }
-}
-
-async function waitUntilUp (server: Running): Promise<void> {
-  const deadline = Date.now() + 60_000
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`${server.base}/health`)
-      if (res.ok) return
-    } catch {}
-    if (server.child.exitCode !== null) throw new Error(`server exited: ${server.output()}`)
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-  throw new Error(`server did not start: ${server.output()}`)
-}
+import { freePort, startServer, waitUntilUp } from './process.js'
 
 t.test('a bad setting stops start-up with one line naming the variable', async (t) => {
   for (const [env, line] of [

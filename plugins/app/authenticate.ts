@@ -84,7 +84,10 @@ export default fp(async function authenticate (fastify) {
   })
 
   fastify.addHook('onRoute', (route) => {
-    if (route.config?.public === true) return
+    if (route.config?.public === true) {
+      if (route.schema !== undefined) route.schema.security = []
+      return
+    }
     const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
     route.onRequest = [fastify.authenticate, ...existing]
     // The document says what the hook enforces, so it cannot drift from it.

@@ -8,6 +8,7 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
     info: {
       title: 'Task and subscription backend',
       version: '1.0.0',
+      license: { name: 'UNLICENSED' },
       description: 'Accounts, tasks, preferences and subscription billing. Every JSON body uses the envelope ' +
         '`{success: true, data}` or `{success: false, error, details?}`; every response carries `X-Request-Id`.'
     },

@@ -22,7 +22,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       response: {
         200: {
           ...Success(Type.Array(Task)),
-          headers: Type.Object({ 'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }) })
+          headers: { 'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }) }
         },
         ...errorResponses(400, 401, 503)
       }

@@ -1,0 +1,78 @@
+// Every response a test receives through app.inject is checked against the OpenAPI
+// document the app generates: the status must be documented for that operation, and
+// the body must match that status's schema and content type. A route that answers an
+// undocumented status or shape fails the test that saw it.
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js'
+import addFormatsModule from 'ajv-formats'
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020
+
+interface Operation { responses: Record<string, { content?: Record<string, { schema: object }> }> }
+interface Route { method: string, pattern: RegExp, operation: Operation, path: string }
+
+// Served by the app, deliberately left out of the document.
+const UNDOCUMENTED = [/^\/openapi\.json$/, /^\/docs(\/|$)/]
+const ENVELOPE = /^\{"success":false,"error":"[^"]+"(,"details":\[.*\])?\}$/
+
+export class ContractViolation extends Error {
+  override name = 'ContractViolation'
+}
+
+function compileRoutes (document: { paths: Record<string, Record<string, Operation>> }): Route[] {
+  return Object.entries(document.paths).flatMap(([path, operations]) =>
+    Object.entries(operations).map(([method, operation]) => ({
+      method: method.toUpperCase(),
+      path,
+      operation,
+      pattern: new RegExp(`^${path.replace(/\{[^}]+\}/g, '[^/]+')}$`)
+    })))
+}
+
+export function enforceContract (app: FastifyInstance): void {
+  let routes: Route[] | undefined
+  const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }))
+  const validators = new Map<object, ValidateFunction>()
+  const validatorFor = (schema: object) => {
+    let validate = validators.get(schema)
+    if (!validate) validators.set(schema, validate = ajv.compile(schema))
+    return validate
+  }
+
+  const check = (options: InjectOptions, res: LightMyRequestResponse) => {
+    routes ??= compileRoutes(app.swagger() as never)
+    const method = (options.method ?? 'GET').toUpperCase()
+    const url = new URL(String(options.url ?? options.path ?? '/'), 'http://x')
+    if (method === 'OPTIONS' || UNDOCUMENTED.some((p) => p.test(url.pathname))) return
+    const where = `${method} ${url.pathname} → ${res.statusCode}`
+    const route = routes.find((r) => r.method === method && r.pattern.test(url.pathname)) ??
+      (method === 'HEAD' ? routes.find((r) => r.method === 'GET' && r.pattern.test(url.pathname)) : undefined)
+    if (route === undefined) {
+      // Unknown routes: the not-found envelope (or a framework-level refusal, still enveloped).
+      if (!ENVELOPE.test(res.body)) throw new ContractViolation(`${where}: unknown route answered without the error envelope: ${res.body.slice(0, 200)}`)
+      return
+    }
+    const documented = route.operation.responses[String(res.statusCode)]
+    if (documented === undefined) {
+      throw new ContractViolation(`${where}: status not documented for ${route.method.toLowerCase()} ${route.path} (documented: ${Object.keys(route.operation.responses).join(', ')}); body ${res.body.slice(0, 200)}`)
+    }
+    if (method === 'HEAD') return
+    const contentType = String(res.headers['content-type'] ?? '').split(';')[0]!.trim()
+    const content = documented.content
+    if (content === undefined) return
+    const media = content[contentType]
+    if (media === undefined) throw new ContractViolation(`${where}: content type ${contentType || '(none)'} not documented (documented: ${Object.keys(content).join(', ')})`)
+    const body = contentType === 'application/json' ? res.json() : res.body
+    const validate = validatorFor(media.schema)
+    if (!validate(body)) {
+      throw new ContractViolation(`${where}: body does not match the documented schema: ${ajv.errorsText(validate.errors)}; body ${res.body.slice(0, 300)}`)
+    }
+  }
+
+  const inject = app.inject.bind(app)
+  app.inject = ((options?: InjectOptions | string, callback?: unknown) => {
+    if (options === undefined || callback !== undefined) return (inject as (...args: unknown[]) => unknown)(options, callback)
+    const opts: InjectOptions = typeof options === 'string' ? { url: options } : options
+    return inject(opts).then((res) => { check(opts, res); return res })
+  }) as typeof app.inject
+}

@@ -1,0 +1,70 @@
+// Two instances on one PostgreSQL database and one Redis, as behind a load balancer:
+// nothing one instance needs lives only in the other's memory.
+import { randomInt, randomUUID } from 'node:crypto'
+import pg from 'pg'
+import t from 'tap'
+import { build, json, registerUser } from './helper.js'
+import { checkoutSessionCompleted, signedDelivery } from './stripe-events.js'
+import { startStripeStandIn } from './stripe-stand-in.js'
+
+const serverUrl = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+const name = `scale_${randomUUID().replaceAll('-', '')}`
+const admin = new pg.Client({ connectionString: serverUrl.toString() })
+await admin.connect()
+await admin.query(`create database ${name}`)
+t.teardown(async () => {
+  await admin.query(`drop database if exists ${name} with (force)`)
+  await admin.end()
+})
+const databaseUrl = new URL(serverUrl)
+databaseUrl.pathname = `/${name}`
+
+const WEBHOOK_SECRET = 'whsec_scale_out'
+const stripe = await startStripeStandIn()
+t.teardown(() => stripe.close())
+const env = {
+  DATABASE_URL: databaseUrl.toString(),
+  REDIS_URL: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  AUTH_RATE_LIMIT_MAX: '4',
+  PAYMENT_SECRET_KEY: 'sk_test_scale',
+  PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  PAYMENT_PRICE_IDS: 'price_pro_monthly',
+  PAYMENT_API_URL: stripe.url,
+  PAYMENT_MAX_RETRIES: '0'
+}
+// Both start at once: the migrations take a lock, so one migrates and the other waits.
+const [a, b] = await Promise.all([build(t, env), build(t, env)]) as [Awaited<ReturnType<typeof build>>, Awaited<ReturnType<typeof build>>]
+
+t.test('a token issued by one instance works on the other; logout on one revokes on both', async (t) => {
+  const user = await registerUser(a)
+  const me = await b.inject({ method: 'GET', url: '/auth/me', headers: user.auth })
+  t.equal(me.statusCode, 200)
+  t.equal(json(me).data.id, user.id)
+  t.equal((await b.inject({ method: 'POST', url: '/auth/logout', headers: user.auth })).statusCode, 200)
+  t.equal((await a.inject({ method: 'GET', url: '/auth/me', headers: user.auth })).statusCode, 401, 'revoked everywhere')
+})
+
+t.test('one webhook event delivered to both instances at the same moment is applied once', async (t) => {
+  const user = await registerUser(a)
+  await a.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: 'price_pro_monthly' } })
+  const { session } = stripe.completeCheckout([...stripe.checkoutSessions.keys()].at(-1)!)
+  const event = checkoutSessionCompleted(session)
+  const deliver = (app: typeof a) => {
+    const { body, headers } = signedDelivery(event, WEBHOOK_SECRET)
+    return app.inject({ method: 'POST', url: '/webhooks/payment', headers, payload: body })
+  }
+  const answers = await Promise.all([deliver(a), deliver(b), deliver(a), deliver(b)])
+  t.same(answers.map((r) => r.statusCode), [200, 200, 200, 200])
+  const upgrades = await a.db.selectFrom('usage_events').select('id').where('user_id', '=', user.id).where('name', '=', 'subscription_upgraded').execute()
+  t.equal(upgrades.length, 1, 'applied exactly once')
+  t.equal(json(await b.inject({ method: 'GET', url: '/subscription', headers: user.auth })).data.plan, 'pro')
+})
+
+t.test('the sign-in rate limit is shared through Redis', async (t) => {
+  const remoteAddress = `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
+  const statuses = []
+  for (const app of [a, b, a, b, a]) {
+    statuses.push((await app.inject({ method: 'POST', url: '/auth/login', remoteAddress, payload: { email: `${randomUUID()}@example.com`, password: 'whatever1' } })).statusCode)
+  }
+  t.same(statuses, [401, 401, 401, 401, 429])
+})
