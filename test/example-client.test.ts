@@ -1,0 +1,31 @@
+// The typed example client (examples/client.ts, generated from openapi.json) against the
+// real server: a consumer's generated client works end to end.
+import t from 'tap'
+import { walkthrough } from '../examples/client.js'
+import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
+import { freePort, startServer, waitUntilUp } from './process.js'
+import { startStripeStandIn } from './stripe-stand-in.js'
+
+t.test('register, sign in, create and list tasks, start a checkout through the generated client', async (t) => {
+  const stripe = await startStripeStandIn()
+  t.teardown(() => stripe.close())
+  const server = startServer({
+    PORT: String(await freePort()),
+    AUTH_JWT_SECRET: TEST_SECRET,
+    PAYMENT_SECRET_KEY: 'sk_test_example',
+    PAYMENT_PRICE_IDS: 'price_pro_monthly',
+    PAYMENT_API_URL: stripe.url,
+    ...await testDatabaseEnv(t)
+  })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+
+  const email = uniqueEmail('client')
+  const result = await walkthrough(server.base, { email, password: 'correct horse battery', priceId: 'price_pro_monthly' })
+  t.equal(result.user.email, email)
+  t.match(result.task, { title: 'Try the typed client', status: 'in-progress', completedAt: null })
+  t.same(result.tasks.map((task) => task.id), [result.task.id])
+  t.equal(result.total, 1)
+  const session = [...stripe.checkoutSessions.values()].at(-1)
+  t.equal(result.checkoutUrl, session.url)
+})
