@@ -113,6 +113,23 @@ export function serverOptions (config: AppConfig): FastifyServerOptions {
   }
 }
 
+// Iterative: a hostile body can nest deeper than the call stack.
+function containsNul (root: unknown): boolean {
+  const pending = [root]
+  while (pending.length > 0) {
+    const value = pending.pop()
+    if (typeof value === 'string') {
+      if (value.includes('\0')) return true
+    } else if (value !== null && typeof value === 'object') {
+      for (const [key, inner] of Object.entries(value)) {
+        if (key.includes('\0')) return true
+        pending.push(inner)
+      }
+    }
+  }
+  return false
+}
+
 const fastifyClientErrors: Record<string, [number, string]> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'Unsupported media type'],
   FST_ERR_CTP_BODY_TOO_LARGE: [413, 'Payload too large'],
@@ -155,6 +172,17 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
 
   // JSON only: a text/plain body on a JSON route is a 415, not a string handed to validation.
   fastify.removeContentTypeParser('text/plain')
+  // PostgreSQL text cannot hold NUL: refuse it at the door (400) rather than fail in SQL (500).
+  // The string check is cheap; the walk only runs when the body mentions \u0000.
+  const parseJson = fastify.getDefaultJsonParser('error', 'error')
+  fastify.removeContentTypeParser('application/json')
+  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    parseJson(request, body as string, (err: Error | null, value?: unknown) => {
+      if (err) return done(err)
+      if ((body as string).includes('\\u0000') && containsNul(value)) return done(new ValidationError(['Must not contain NUL characters - body']))
+      done(null, value)
+    })
+  })
 
   // Plugins read fastify.config themselves; `options: {}` is what autoload needs for autoConfig functions.
   await fastify.register(autoload, { dir: path.join(dirname, 'plugins/external'), options: {} })

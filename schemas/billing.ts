@@ -25,3 +25,49 @@ export const WebhookEvent = Type.Object({}, {
 })
 
 export const WebhookReceived = Type.Object({ received: Type.Literal(true) })
+
+// What the webhook reads from a provider event, checked after the signature: a signed
+// payload with odd values is refused (400), never half-applied or a 500.
+const ProviderId = Type.String({ pattern: '^[A-Za-z0-9_.:-]{1,255}$' })
+const UnixTime = Type.Integer({ minimum: 0, maximum: 253402300799 })
+const Reference = Type.Union([ProviderId, Type.Object({ id: ProviderId })])
+const NullableReference = Type.Union([Reference, Type.Null()])
+const Status = Type.String({ pattern: '^[a-z_]{1,50}$' })
+
+export const ProviderEventEnvelope = Type.Object({
+  id: ProviderId,
+  type: Type.String({ minLength: 1, maxLength: 255 }),
+  created: UnixTime,
+  data: Type.Object({ object: Type.Object({}) })
+})
+
+export const CheckoutSessionObject = Type.Object({
+  mode: Type.Optional(Type.String({ maxLength: 50 })),
+  client_reference_id: Type.Optional(Type.Union([Type.String({ format: 'uuid' }), Type.Null()])),
+  metadata: Type.Optional(Type.Union([Type.Object({ userId: Type.Optional(Type.String({ format: 'uuid' })) }), Type.Null()])),
+  customer: Type.Optional(NullableReference),
+  subscription: Type.Optional(NullableReference)
+})
+
+export const SubscriptionObject = Type.Object({
+  id: ProviderId,
+  customer: Reference,
+  status: Status,
+  cancel_at_period_end: Type.Optional(Type.Boolean()),
+  items: Type.Optional(Type.Object({
+    data: Type.Array(Type.Object({
+      price: Type.Optional(Type.Object({ id: ProviderId })),
+      current_period_end: Type.Optional(UnixTime)
+    }), { maxItems: 100 })
+  }))
+})
+
+export const InvoiceObject = Type.Object({
+  customer: Type.Optional(NullableReference),
+  parent: Type.Optional(Type.Union([Type.Object({
+    subscription_details: Type.Optional(Type.Union([Type.Object({ subscription: Type.Optional(NullableReference) }), Type.Null()]))
+  }), Type.Null()])),
+  lines: Type.Optional(Type.Object({
+    data: Type.Array(Type.Object({ period: Type.Optional(Type.Object({ end: UnixTime })) }), { maxItems: 1000 })
+  }))
+})

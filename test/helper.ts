@@ -47,9 +47,11 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {})
     NODE_ENV: 'test',
     LOG_LEVEL: 'silent',
     AUTH_JWT_SECRET: TEST_SECRET,
-    // Most files register many users from one address; test/hardening.test.ts turns the limits on.
+    // Most files register many users from one address, and a busy CI machine must not shed
+    // their requests; test/hardening.test.ts turns the limits and load shedding on.
     RATE_LIMIT_MAX: '0',
     AUTH_RATE_LIMIT_MAX: '0',
+    MAX_EVENT_LOOP_DELAY_MS: '0',
     ...await testDatabaseEnv(t),
     ...env
   })

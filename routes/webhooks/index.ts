@@ -7,7 +7,11 @@ import type Stripe from 'stripe'
 import { applySubscriptionChange, recordPaymentEvent, type SubscriptionChange, type SubscriptionTarget } from '../../db/billing.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
 import { constructWebhookEvent, type Payments } from '../../plugins/app/payments.js'
-import { WebhookEvent, WebhookReceived } from '../../schemas/billing.js'
+import { Value } from 'typebox/value'
+import type { TSchema } from 'typebox'
+import {
+  CheckoutSessionObject, InvoiceObject, ProviderEventEnvelope, SubscriptionObject, WebhookEvent, WebhookReceived
+} from '../../schemas/billing.js'
 import { errorResponses } from '../../schemas/common.js'
 import { BillingNotConfiguredError, InvalidSignatureError, ValidationError } from '../../schemas/errors.js'
 
@@ -71,12 +75,21 @@ async function planChange (event: Stripe.Event, payments: Payments, log: Fastify
   }
 }
 
-const HANDLED = new Set(['checkout.session.completed', 'customer.subscription.updated', 'customer.subscription.deleted', 'invoice.payment_succeeded', 'invoice.payment_failed'])
+// The handled event types and the shape of what each carries in data.object.
+const OBJECT_SCHEMAS: Record<string, TSchema> = {
+  'checkout.session.completed': CheckoutSessionObject,
+  'customer.subscription.updated': SubscriptionObject,
+  'customer.subscription.deleted': SubscriptionObject,
+  'invoice.payment_succeeded': InvoiceObject,
+  'invoice.payment_failed': InvoiceObject
+}
+const HANDLED = new Set(Object.keys(OBJECT_SCHEMAS))
 
 const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, config } = fastify
   // The exact bytes for the signature check, as a Buffer (a utf8 string would corrupt
   // non-UTF-8 bytes). Registered here, it replaces the JSON parser for this route only.
+  fastify.removeContentTypeParser('application/json')
   await fastify.register(rawBody, { field: 'rawBody', global: false, encoding: false, runFirst: true })
 
   fastify.post('/payment', {
@@ -104,10 +117,13 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
     } catch {
       throw new InvalidSignatureError()
     }
-    // Signed but not shaped like an event: nothing a retry would fix.
-    if (typeof event.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' ||
-        typeof event.data?.object !== 'object' || event.data.object === null) {
-      throw new ValidationError(['Not a provider event - body'])
+    // Signed but not shaped like what we read from it: nothing a retry would fix.
+    // (The envelope first: using `type` as a key before knowing it is a string would stringify
+    // whatever it is, however deep.)
+    if (!Value.Check(ProviderEventEnvelope, event)) throw new ValidationError(['Not a well-formed provider event - body'])
+    const objectSchema = OBJECT_SCHEMAS[event.type]
+    if (objectSchema !== undefined && !Value.Check(objectSchema, event.data.object)) {
+      throw new ValidationError(['Not a well-formed provider event - body'])
     }
     const log = request.log.child({ eventId: event.id, eventType: event.type })
     if (!HANDLED.has(event.type)) {
