@@ -2,30 +2,19 @@
 // restores: unreachable at start-up, lost while running, a webhook during the outage,
 // backends killed under the pool. (Runs against DATABASE_URL's server, or the local one.)
 import { randomUUID } from 'node:crypto'
-import pg from 'pg'
 import t from 'tap'
-import { build, json, registerUser } from './helper.js'
+import { build, json, registerUser, serverDatabase } from './helper.js'
 import { invoicePaymentSucceeded, signedDelivery } from './stripe-events.js'
 import { startStripeStandIn } from './stripe-stand-in.js'
 import { TcpProxy } from './tcp-proxy.js'
 
-const serverUrl = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
-const name = `faults_${randomUUID().replaceAll('-', '')}`
-const admin = new pg.Client({ connectionString: serverUrl.toString() })
-await admin.connect()
-await admin.query(`create database ${name}`)
-t.teardown(async () => {
-  await admin.query(`drop database if exists ${name} with (force)`)
-  await admin.end()
-})
-
-const proxy = new TcpProxy({ host: serverUrl.hostname, port: Number(serverUrl.port || 5432) })
+const { url: databaseUrl, name, admin } = await serverDatabase(t, 'faults')
+const proxy = new TcpProxy({ host: databaseUrl.hostname, port: Number(databaseUrl.port || 5432) })
 await proxy.reservePort()
 t.teardown(() => proxy.stop())
-const viaProxy = new URL(serverUrl)
+const viaProxy = new URL(databaseUrl)
 viaProxy.hostname = '127.0.0.1'
 viaProxy.port = String(proxy.port)
-viaProxy.pathname = `/${name}`
 
 const WEBHOOK_SECRET = 'whsec_faults'
 const stripe = await startStripeStandIn()

@@ -17,25 +17,36 @@ export const TEST_SECRET = 'test-secret-that-is-long-enough-0123456789'
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
+export interface ServerDatabase {
+  /** The URL of the new database. */
+  url: URL
+  name: string
+  /** A connection to the server's maintenance database (for pg_terminate_backend and the like). */
+  admin: pg.Client
+}
+
+/**
+ * A fresh database on a real PostgreSQL server (DATABASE_URL's, or the local one),
+ * dropped at teardown.
+ */
+export async function serverDatabase (t: Teardown, prefix = 'test'): Promise<ServerDatabase> {
+  const serverUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+  const name = `${prefix}_${randomUUID().replaceAll('-', '')}`
+  const admin = new pg.Client({ connectionString: serverUrl })
+  await admin.connect()
+  await admin.query(`create database ${name}`)
+  t.teardown(async () => {
+    await admin.query(`drop database if exists ${name} with (force)`)
+    await admin.end()
+  })
+  const url = new URL(serverUrl)
+  url.pathname = `/${name}`
+  return { url, name, admin }
+}
+
 /** A database for one test file; removed at teardown. */
 export async function testDatabaseEnv (t: Teardown): Promise<Record<string, string>> {
-  const serverUrl = process.env.DATABASE_URL
-  if (serverUrl) {
-    const name = `test_${randomUUID().replaceAll('-', '')}`
-    const admin = new pg.Client({ connectionString: serverUrl })
-    await admin.connect()
-    await admin.query(`create database ${name}`)
-    await admin.end()
-    t.teardown(async () => {
-      const client = new pg.Client({ connectionString: serverUrl })
-      await client.connect()
-      await client.query(`drop database if exists ${name} with (force)`)
-      await client.end()
-    })
-    const url = new URL(serverUrl)
-    url.pathname = `/${name}`
-    return { DATABASE_URL: url.toString() }
-  }
+  if (process.env.DATABASE_URL) return { DATABASE_URL: (await serverDatabase(t)).url.toString() }
   const dataDir = await mkdtemp(join(tmpdir(), 'tsb-test-'))
   await cp(templateDataDir(), dataDir, { recursive: true })
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))

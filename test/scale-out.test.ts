@@ -1,23 +1,12 @@
 // Two instances on one PostgreSQL database and one Redis, as behind a load balancer:
 // nothing one instance needs lives only in the other's memory.
 import { randomInt, randomUUID } from 'node:crypto'
-import pg from 'pg'
 import t from 'tap'
-import { build, json, registerUser } from './helper.js'
+import { build, json, registerUser, serverDatabase } from './helper.js'
 import { checkoutSessionCompleted, signedDelivery } from './stripe-events.js'
 import { startStripeStandIn } from './stripe-stand-in.js'
 
-const serverUrl = new URL(process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
-const name = `scale_${randomUUID().replaceAll('-', '')}`
-const admin = new pg.Client({ connectionString: serverUrl.toString() })
-await admin.connect()
-await admin.query(`create database ${name}`)
-t.teardown(async () => {
-  await admin.query(`drop database if exists ${name} with (force)`)
-  await admin.end()
-})
-const databaseUrl = new URL(serverUrl)
-databaseUrl.pathname = `/${name}`
+const { url: databaseUrl } = await serverDatabase(t, 'scale')
 
 const WEBHOOK_SECRET = 'whsec_scale_out'
 const stripe = await startStripeStandIn()

@@ -37,10 +37,11 @@ declare module 'fastify' {
   }
 }
 
-const unixToDate = (seconds: number | null | undefined): Date | null =>
+export const unixToDate = (seconds: number | null | undefined): Date | null =>
   typeof seconds === 'number' ? new Date(seconds * 1000) : null
 
-const idOf = (value: string | { id: string } | null | undefined): string | null =>
+/** A provider reference, expanded or not, as its id. */
+export const idOf = (value: string | { id: string } | null | undefined): string | null =>
   value == null ? null : typeof value === 'string' ? value : value.id
 
 export function toSubscriptionState (subscription: Stripe.Subscription): SubscriptionState {

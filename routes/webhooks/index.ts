@@ -6,7 +6,7 @@ import rawBody from 'fastify-raw-body'
 import type Stripe from 'stripe'
 import { applySubscriptionChange, recordPaymentEvent, type SubscriptionChange, type SubscriptionTarget } from '../../db/billing.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
-import { constructWebhookEvent, type Payments } from '../../plugins/app/payments.js'
+import { constructWebhookEvent, idOf, unixToDate, type Payments } from '../../plugins/app/payments.js'
 import { Value } from 'typebox/value'
 import type { TSchema } from 'typebox'
 import {
@@ -17,9 +17,6 @@ import { BillingNotConfiguredError, InvalidSignatureError, ValidationError } fro
 
 interface PlannedChange { target: SubscriptionTarget, change: SubscriptionChange, upgrade: boolean }
 
-const idOf = (value: string | { id: string } | null | undefined): string | null =>
-  value == null ? null : typeof value === 'string' ? value : value.id
-const unixToDate = (seconds: number | undefined): Date | undefined => seconds === undefined ? undefined : new Date(seconds * 1000)
 
 /** What an event means for the stored subscription; null for events with nothing to apply. */
 async function planChange (event: Stripe.Event, payments: Payments, log: FastifyBaseLogger): Promise<PlannedChange | null> {
@@ -47,7 +44,7 @@ async function planChange (event: Stripe.Event, payments: Payments, log: Fastify
           subscriptionId: subscription.id,
           status: deleted ? 'canceled' : subscription.status,
           priceId: item?.price?.id ?? null,
-          currentPeriodEnd: unixToDate(item?.current_period_end) ?? null,
+          currentPeriodEnd: unixToDate(item?.current_period_end),
           cancelAtPeriodEnd: deleted ? false : subscription.cancel_at_period_end
         },
         upgrade: false
@@ -65,7 +62,7 @@ async function planChange (event: Stripe.Event, payments: Payments, log: Fastify
         change: {
           subscriptionId,
           status: succeeded ? 'active' : 'past_due',
-          ...(succeeded && { currentPeriodEnd: unixToDate(invoice.lines?.data?.[0]?.period?.end) })
+          ...(succeeded && { currentPeriodEnd: unixToDate(invoice.lines?.data?.[0]?.period?.end) ?? undefined })
         },
         upgrade: false
       }
