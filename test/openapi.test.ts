@@ -76,3 +76,17 @@ t.test('no response schema exposes the password hash', async (t) => {
   const user = doc.paths['/auth/me'].get.responses['200'].content['application/json'].schema.properties.data
   t.same(Object.keys(user.properties).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt'])
 })
+
+t.test('the API reference page is public, self-contained and not in the document', async (t) => {
+  const page = await app.inject({ method: 'GET', url: '/docs/' })
+  t.equal(page.statusCode, 200)
+  t.match(page.headers['content-type'], /^text\/html/)
+  const csp = String(page.headers['content-security-policy'])
+  const nonce = /'nonce-([^']+)'/.exec(csp)?.[1]
+  t.ok(nonce, 'a script nonce in the CSP')
+  t.match(page.body, `<script nonce="${nonce}"`)
+  t.notMatch(page.body, /https?:\/\/(?!localhost|127\.0\.0\.1)[a-z0-9.-]+\.[a-z]{2,}\/[^"']*\.(js|css)/i, 'no script or style from another host')
+  const script = await app.inject({ method: 'GET', url: '/docs/js/scalar.js' })
+  t.equal(script.statusCode, 200)
+  t.notOk(Object.keys(doc.paths).some((path) => path.startsWith('/docs')))
+})

@@ -19,6 +19,11 @@ export default fp(async function documentedErrors (fastify) {
       statuses.push(401)
       if (methods.some((m) => UNSAFE.has(m))) statuses.push(403)
     }
-    schema.response = { ...errorResponses(...statuses), ...(schema.response as object | undefined) }
+    const own = { ...(schema.response as Record<string, { description?: string }> | undefined) }
+    // Success responses get a description of their own instead of "Default Response".
+    for (const [status, response] of Object.entries(own)) {
+      if (/^2\d\d$/.test(status) && response.description === undefined) own[status] = { ...response, description: status === '201' ? 'Created' : 'OK' }
+    }
+    schema.response = { ...errorResponses(...statuses), ...own }
   })
 }, { name: 'documented-errors' })

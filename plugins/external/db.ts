@@ -17,8 +17,8 @@ declare module 'fastify' {
 }
 
 const RETRY_MS = 2_000
-// What may answer before the schema is in place: liveness and the document.
-const NEEDS_NO_DATABASE = new Set(['/health', '/openapi.json'])
+// What may answer before the schema is in place: liveness, the document and its page.
+const NEEDS_NO_DATABASE = new Set(['/health', '/openapi.json', '/docs', '/docs/', '/docs/js/scalar.js'])
 
 export default fp(async function db (fastify) {
   const { config, log } = fastify
