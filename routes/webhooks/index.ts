@@ -17,7 +17,6 @@ import { BillingNotConfiguredError, InvalidSignatureError, ValidationError } fro
 
 interface PlannedChange { target: SubscriptionTarget, change: SubscriptionChange, upgrade: boolean }
 
-
 /** What an event means for the stored subscription; null for events with nothing to apply. */
 async function planChange (event: Stripe.Event, payments: Payments, log: FastifyBaseLogger): Promise<PlannedChange | null> {
   switch (event.type) {
