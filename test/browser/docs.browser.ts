@@ -7,16 +7,14 @@
 // Not part of `npm test` (its include is test/**/*.test.ts): run it with
 //   tap test/browser/docs.browser.ts        (npm run test:browser)
 // It needs /usr/bin/chromium (`apt-get install chromium`), or CHROMIUM_PATH.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { once } from 'node:events'
 import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { ROOT } from '../paths.js'
+import { freePort, startServer, waitUntilUp } from '../process.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const CHROMIUM_ARGS = [
@@ -27,15 +25,6 @@ const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
 const SCREENSHOT = join(ROOT, 'test', 'browser', 'docs.png')
 const REQUEST_SCREENSHOT = join(ROOT, 'test', 'browser', 'docs-request.png')
 
-async function freePort (): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  const { port } = server.address() as { port: number }
-  server.close()
-  await once(server, 'close')
-  return port
-}
-
 async function tempDir (t: Test, label: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `tsb-docs-${label}-`))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
@@ -43,47 +32,28 @@ async function tempDir (t: Test, label: string): Promise<string> {
 }
 
 /** server.ts on a free port with a fresh embedded database and billing configured. */
-async function startServer (t: Test): Promise<string> {
+async function startDocsServer (t: Test): Promise<string> {
   const port = await freePort()
   const base = `http://127.0.0.1:${port}`
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH ?? '',
-      FASTIFY_AUTOLOAD_TYPESCRIPT: '1',
-      NODE_ENV: 'test',
-      LOG_LEVEL: 'warn',
-      HOST: '127.0.0.1',
-      PORT: String(port),
-      DATA_DIR: await tempDir(t, 'data'),
-      AUTH_JWT_SECRET: 'browser-test-secret-that-is-long-enough-0123',
-      PAYMENT_SECRET_KEY: 'sk_test_docs',
-      // The document's server, which the page's client sends requests to: this server.
-      API_URL: base
-    },
-    stdio: ['ignore', 'pipe', 'pipe']
+  const server = startServer({
+    LOG_LEVEL: 'warn',
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    DATA_DIR: await tempDir(t, 'data'),
+    AUTH_JWT_SECRET: 'browser-test-secret-that-is-long-enough-0123',
+    PAYMENT_SECRET_KEY: 'sk_test_docs',
+    // The document's server, which the page's client sends requests to: this server.
+    API_URL: base
   })
-  let output = ''
-  child.stdout?.on('data', (chunk) => { output += chunk })
-  child.stderr?.on('data', (chunk) => { output += chunk })
-  const exited = once(child, 'exit')
   t.teardown(async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return
-    child.kill('SIGTERM')
-    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000)
-    await exited
+    if (server.child.exitCode !== null || server.child.signalCode !== null) return
+    server.child.kill('SIGTERM')
+    const timer = setTimeout(() => server.child.kill('SIGKILL'), 10_000)
+    await server.exited
     clearTimeout(timer)
   })
-
-  const deadline = Date.now() + 60_000
-  while (Date.now() < deadline) {
-    try {
-      if ((await fetch(`${base}/health`)).ok) return base
-    } catch {}
-    if (child.exitCode !== null) throw new Error(`server exited: ${output}`)
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-  throw new Error(`server did not start: ${output}`)
+  await waitUntilUp(server)
+  return base
 }
 
 const isLocal = (url: URL) => url.protocol === 'data:' || url.protocol === 'blob:' || LOCAL_HOSTS.has(url.hostname)
@@ -123,7 +93,7 @@ async function documentedOperations (base: string): Promise<Map<string, Operatio
 }
 
 t.test('GET /docs renders the API reference offline and its client sends a request', async (t) => {
-  const base = await startServer(t)
+  const base = await startDocsServer(t)
   const { page } = await launch(t)
 
   const requested: string[] = []
