@@ -84,6 +84,8 @@ t.test('the API reference page is public, self-contained and not in the document
   const csp = String(page.headers['content-security-policy'])
   const nonce = /'nonce-([^']+)'/.exec(csp)?.[1]
   t.ok(nonce, 'a script nonce in the CSP')
+  t.match(csp, /script-src 'self' 'nonce-/, 'the page\'s own policy replaces the API\'s')
+  t.equal(page.headers['x-content-type-options'], 'nosniff', 'the other security headers still apply')
   t.match(page.body, `<script nonce="${nonce}"`)
   t.notMatch(page.body, /https?:\/\/(?!localhost|127\.0\.0\.1)[a-z0-9.-]+\.[a-z]{2,}\/[^"']*\.(js|css)/i, 'no script or style from another host')
   const script = await app.inject({ method: 'GET', url: '/docs/js/scalar.js' })

@@ -15,70 +15,54 @@
 //
 // The routes it adds (/docs, a redirect to /docs/; /docs/; /docs/js/scalar.js) are public,
 // hidden from the document and not logged per request; they are rate-limited like any
-// route. They get a Content-Security-Policy of their own (the service-wide one, default-src
-// 'none', would block the page): scripts from 'self' and, for the page's inline bootstrap
-// script, a nonce drawn per response.
+// route. They get a Content-Security-Policy of their own instead of the API's
+// (default-src 'none' would block the page): scripts from 'self' and, for the page's inline
+// bootstrap script, a nonce drawn per response. The API's other security headers
+// (plugins/app/security-headers.ts) apply to them as to every route.
 import { randomBytes } from 'node:crypto'
-import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { FastifyHelmetOptions } from '@fastify/helmet'
 import scalar from '@scalar/fastify-api-reference'
 import type { onSendHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Per-route @fastify/helmet options, read by its onRequest hook at request time. */
-    helmet?: Omit<FastifyHelmetOptions, 'global'>
-  }
-}
-
 const PREFIX = '/docs'
-
-// The nonce goes into the CSP header (helmet calls scriptNonce while writing it, before the
-// handler) and into the page's <script> tags (addScriptNonce, once Scalar has rendered it).
-const scriptNonces = new WeakMap<ServerResponse, string>()
-
-function scriptNonce (_request: IncomingMessage, response: ServerResponse): string {
-  const nonce = randomBytes(16).toString('base64')
-  scriptNonces.set(response, nonce)
-  return `'nonce-${nonce}'`
-}
-
-const addScriptNonce: onSendHookHandler = async (_request, reply, payload) => {
-  const nonce = scriptNonces.get(reply.raw)
-  if (typeof payload !== 'string' || nonce === undefined) return payload
-  return payload.replaceAll('<script', `<script nonce="${nonce}"`)
-}
 
 export default fp(async function apiReference (fastify) {
   // The page's client sends "Test Request" calls to the document's server, API_URL.
   const apiOrigin = new URL(fastify.config.API_URL).origin
-  const helmet: Omit<FastifyHelmetOptions, 'global'> = {
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'none'"],
-        scriptSrc: ["'self'", scriptNonce],
-        // The bundle and Vue add <style> elements and style attributes without a nonce.
-        // CSS runs no code, and img-src/font-src/connect-src keep it from fetching elsewhere.
-        styleSrc: ["'self'", "'unsafe-inline'"],
-        imgSrc: ["'self'", 'data:'],
-        fontSrc: ["'self'", 'data:'],
-        connectSrc: ["'self'", apiOrigin],
-        baseUri: ["'none'"],
-        formAction: ["'none'"],
-        frameAncestors: ["'none'"]
-      }
+  const policy = (scriptNonce?: string) => [
+    "default-src 'none'",
+    `script-src 'self'${scriptNonce === undefined ? '' : ` 'nonce-${scriptNonce}'`}`,
+    // The bundle and Vue add <style> elements and style attributes without a nonce.
+    // CSS runs no code, and img-src/font-src/connect-src keep it from fetching elsewhere.
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    `connect-src 'self' ${apiOrigin}`,
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'"
+  ].join('; ')
+  const staticPolicy = policy()
+
+  // onSend runs after every onRequest hook, so this policy replaces the API's. The page's
+  // <script> tags get the nonce once Scalar has rendered it.
+  const docsPolicy: onSendHookHandler = async (_request, reply, payload) => {
+    if (typeof payload !== 'string' || !String(reply.getHeader('content-type')).startsWith('text/html')) {
+      reply.header('content-security-policy', staticPolicy)
+      return payload
     }
+    const nonce = randomBytes(16).toString('base64')
+    reply.header('content-security-policy', policy(nonce))
+    return payload.replaceAll('<script', `<script nonce="${nonce}"`)
   }
 
   // An encapsulated context, so this onRoute hook sees Scalar's routes only. (The
   // authenticate onRoute hook, added later by plugins/app, never sees them either.)
   await fastify.register(async function docs (instance) {
     instance.addHook('onRoute', (route) => {
-      route.config = { ...route.config, public: true, logRequest: false, helmet }
+      route.config = { ...route.config, public: true, logRequest: false }
       route.schema = { ...route.schema, hide: true }
-      if (route.url === `${PREFIX}/`) route.onSend = [...[route.onSend ?? []].flat(), addScriptNonce]
+      route.onSend = [...[route.onSend ?? []].flat(), docsPolicy]
     })
     await instance.register(scalar, {
       routePrefix: PREFIX,
