@@ -1,28 +1,45 @@
-// Database ceiling: a bare Fastify route (no plugins, no schemas, no logging) running the
-// SQL that GET /tasks needs with plain `pg` (pool 10) — or the embedded database when
-// DATABASE_URL is unset — and verifying the HS256 token with node:crypto: load the user
-// named by the token (the revocation check folded in, as the service does), then the
-// first page of their tasks and their count. Started by bench/run.ts in a child process.
+// Database ceiling: a bare Fastify route (no plugins, no schemas, no logging, no Kysely at
+// request time) running exactly the statements GET /tasks runs — the same SQL text, taken
+// from the service's prepared queries, as named statements on PostgreSQL, with timestamps
+// read by the same decoder — with plain `pg` (pool 10), or the embedded database when
+// DATABASE_URL is unset. It verifies the HS256 token with node:crypto, loads the user named
+// by the token (the revocation check folded in, as the service does), then the first page
+// of their tasks with the total beside it. Started by bench/run.ts in a child process.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import pg from 'pg'
+import '../db/tasks.js'
+import '../db/users.js'
+import { preparedStatements } from '../db/prepared.js'
+import { TIMESTAMPTZ_OID, timestamptzToIso } from '../db/timestamps.js'
 
 type Row = Record<string, unknown>
-type Query = (text: string, params: unknown[]) => Promise<Row[]>
+type Query = (name: string, params: unknown[]) => Promise<Row[]>
 
 const secret = process.env.AUTH_JWT_SECRET ?? ''
 const issuer = process.env.APP_URL ?? 'http://localhost:3000'
 const audience = process.env.API_URL ?? 'http://localhost:3002'
+const statements = preparedStatements()
+const textOf = (name: string): string => {
+  const text = statements.get(name)
+  if (text === undefined) throw new Error(`no prepared statement ${name}`)
+  return text
+}
 
 async function connect (): Promise<{ query: Query, close: () => Promise<void> }> {
   if (process.env.DATABASE_URL) {
-    const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 10 })
-    return { query: async (text, params) => (await pool.query(text, params)).rows, close: () => pool.end() }
+    const pool = new pg.Pool({
+      connectionString: process.env.DATABASE_URL,
+      max: 10,
+      options: '-c TimeZone=UTC',
+      types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => oid === TIMESTAMPTZ_OID ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser }
+    })
+    return { query: async (name, values) => (await pool.query({ name, text: textOf(name), values })).rows, close: () => pool.end() }
   }
   const { PGlite } = await import('@electric-sql/pglite')
-  const db = await PGlite.create(resolve(process.env.DATA_DIR ?? './.data', 'pglite'))
-  return { query: async (text, params) => (await db.query<Row>(text, params)).rows, close: () => db.close() }
+  const db = await PGlite.create(resolve(process.env.DATA_DIR ?? './.data', 'pglite'), { parsers: { [TIMESTAMPTZ_OID]: timestamptzToIso } })
+  return { query: async (name, values) => (await db.query<Row>(textOf(name), values)).rows, close: () => db.close() }
 }
 
 interface Claims { sub: string, jti: string, ver: number, exp: number, iss: string, aud: string }
@@ -40,8 +57,6 @@ function verify (token: string): Claims | undefined {
   return claims
 }
 
-const iso = (d: unknown): string | null => d instanceof Date ? d.toISOString() : d === null ? null : String(d)
-
 const { query, close } = await connect()
 const app = Fastify({ logger: false })
 
@@ -50,13 +65,10 @@ app.get('/tasks', async (request: FastifyRequest, reply: FastifyReply) => {
   const match = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')
   const claims = match?.[1] === undefined ? undefined : verify(match[1])
   if (claims === undefined) return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  const [user] = await query('select * from "users" where "id" = $1 and not exists (select 1 as "one" from "revoked_tokens" where "jti" = $2)', [claims.sub, claims.jti])
+  const [user] = await query('user_for_token', [claims.sub, claims.jti])
   if (user === undefined || user.token_version !== claims.ver) return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  const [rows, count] = await Promise.all([
-    query('select * from "tasks" where "user_id" = $1 order by "created_at" desc, "id" desc limit $2 offset $3', [claims.sub, 50, 0]),
-    query('select count(*)::int as "total" from "tasks" where "user_id" = $1', [claims.sub])
-  ])
-  reply.header('x-total-count', count[0]?.total)
+  const rows = await query('tasks_page', [claims.sub, claims.sub, 50, 0])
+  reply.header('x-total-count', rows.length > 0 ? rows[0]!.total : 0)
   return {
     success: true,
     data: rows.map((row) => ({
@@ -64,10 +76,10 @@ app.get('/tasks', async (request: FastifyRequest, reply: FastifyReply) => {
       title: row.title,
       description: row.description,
       status: row.status,
-      dueDate: iso(row.due_date),
-      completedAt: iso(row.completed_at),
-      createdAt: iso(row.created_at),
-      updatedAt: iso(row.updated_at)
+      dueDate: row.due_date,
+      completedAt: row.completed_at,
+      createdAt: row.created_at,
+      updatedAt: row.updated_at
     }))
   }
 })

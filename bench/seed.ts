@@ -3,6 +3,8 @@
 // schema itself at start-up; these run after it has.
 import { resolve } from 'node:path'
 import pg from 'pg'
+import '../db/tasks.js'
+import { preparedStatements } from '../db/prepared.js'
 
 export interface Sql {
   query: <R extends object = Record<string, unknown>>(text: string, params?: unknown[]) => Promise<R[]>
@@ -142,17 +144,22 @@ export async function addUserTasks (sql: Sql, email: string, count: number): Pro
     from generate_series(1, $2::int) g`, [email, count])
 }
 
-/** EXPLAIN ANALYZE of the list and count queries GET /tasks runs for this user. */
+/**
+ * EXPLAIN ANALYZE of the statement GET /tasks runs for this user (its page with the total),
+ * prepared from the service's own SQL and planned generically, as a long-lived connection
+ * ends up running it.
+ */
 export async function explainList (sql: Sql, userId: string): Promise<string> {
+  const text = preparedStatements().get('tasks_page')
+  if (text === undefined) throw new Error('the service has no tasks_page statement')
   const literal = `'${userId.replace(/'/g, "''")}'`
-  const plan = async (query: string) => {
-    const rows = await sql.query<Record<string, string>>(`explain (analyze, buffers, costs off) ${query}`)
-    return rows.map((row) => Object.values(row)[0]).join('\n')
+  await sql.query(`prepare bench_tasks_page as ${text}`)
+  await sql.query('set plan_cache_mode = force_generic_plan')
+  try {
+    const rows = await sql.query<Record<string, string>>(`explain (analyze, buffers, costs off) execute bench_tasks_page(${literal}, ${literal}, 50, 0)`)
+    return [`-- ${text}`, ...rows.map((row) => Object.values(row)[0])].join('\n')
+  } finally {
+    await sql.query('reset plan_cache_mode')
+    await sql.query('deallocate bench_tasks_page')
   }
-  return [
-    '-- select * from tasks where user_id = $1 order by created_at desc, id desc limit 50 offset 0',
-    await plan(`select * from "tasks" where "user_id" = ${literal} order by "created_at" desc, "id" desc limit 50 offset 0`),
-    '-- select count(*)::int as total from tasks where user_id = $1',
-    await plan(`select count(*)::int as "total" from "tasks" where "user_id" = ${literal}`)
-  ].join('\n')
 }

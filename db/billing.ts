@@ -22,7 +22,7 @@ export const toStoredSubscription = (row: PreferencesRow): StoredSubscription =>
   status: row.payment_subscription_status,
   subscriptionId: row.payment_subscription_id,
   priceId: row.payment_price_id,
-  currentPeriodEnd: row.payment_current_period_end === null ? null : row.payment_current_period_end.toISOString(),
+  currentPeriodEnd: row.payment_current_period_end,
   cancelAtPeriodEnd: row.cancel_at_period_end
 })
 
@@ -82,7 +82,7 @@ export async function applySubscriptionChange (
   else query = query.where('payment_customer_id', '=', target.customerId)
   const row = await query.executeTakeFirst()
   if (row === undefined) return { outcome: 'unknown' }
-  if (row.payment_state_at !== null && row.payment_state_at > at) return { outcome: 'stale' }
+  if (row.payment_state_at !== null && Date.parse(row.payment_state_at) > at.getTime()) return { outcome: 'stale' }
 
   const status = change.status ?? row.payment_subscription_status
   const plan = planFor(status)

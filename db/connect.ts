@@ -1,10 +1,13 @@
 // The dialect choice: a pg pool when DATABASE_URL is set, otherwise embedded PGlite
 // persisted under DATA_DIR, so the service runs with zero configuration. The same
-// migrations and queries run on both.
+// migrations and queries run on both, and both read timestamptz as ISO-8601 strings
+// (db/timestamps.ts).
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { Kysely, PGliteDialect, PostgresDialect } from 'kysely'
 import pg from 'pg'
+import { preparedStatementName } from './prepared.js'
+import { TIMESTAMPTZ_OID, timestamptzToIso } from './timestamps.js'
 import type { Database } from './types.js'
 
 export interface DatabaseOptions {
@@ -16,6 +19,12 @@ export interface DatabaseOptions {
   /** How long a request waits for a pooled connection (or a new one) before failing with 503. */
   connectTimeoutMs?: number
   statementTimeoutMs?: number
+  /**
+   * Run the prepared hot queries (db/prepared.ts) as named statements, parsed and planned
+   * once per connection (default true). Off for poolers that cannot keep them, such as
+   * PgBouncer before 1.21 in transaction mode.
+   */
+  preparedStatements?: boolean
   /** Called with errors of idle pool clients (a restarted server, a killed backend), which would otherwise crash the process. */
   onPoolError?: (err: Error) => void
 }
@@ -29,24 +38,40 @@ export interface DatabaseHandle {
 export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   if (options.url) {
     const onError = (err: Error) => options.onPoolError?.(err)
+    const prepared = options.preparedStatements ?? true
     // pg emits 'error' on a client whose connection dies while no query is running;
     // the pool listens only while the client is idle. One dropped connection at the
     // wrong moment would otherwise crash the process (found by test/faults.test.ts).
-    class GuardedClient extends pg.Client {
+    class ServiceClient extends pg.Client {
       constructor (config?: string | pg.ClientConfig) {
         super(config)
         this.on('error', onError)
       }
+
+      // Kysely calls query(text, values); a prepared hot query's text goes out as its
+      // named statement instead.
+      override query (...args: unknown[]): never {
+        const [text, values] = args
+        const name = prepared && args.length === 2 && typeof text === 'string' ? preparedStatementName(text) : undefined
+        const call = super.query as (...params: unknown[]) => never
+        return name === undefined ? call.apply(this, args) : call.call(this, { name, text, values })
+      }
     }
     const pool = new pg.Pool({
-      Client: GuardedClient,
+      Client: ServiceClient,
       connectionString: options.url,
       max: options.poolMax ?? 10,
       // Fail fast instead of queueing forever when the server is gone or the pool is exhausted.
       connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
       idleTimeoutMillis: 30_000,
       statement_timeout: options.statementTimeoutMs ?? 15_000,
-      application_name: 'task-subscription-backend'
+      application_name: 'task-subscription-backend',
+      // Timestamps print in UTC, the form db/timestamps.ts reads without building a Date.
+      options: [new URL(options.url).searchParams.get('options'), '-c TimeZone=UTC'].filter(Boolean).join(' '),
+      types: {
+        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+          oid === TIMESTAMPTZ_OID && format !== 'binary' ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser
+      }
     })
     pool.on('error', onError)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
@@ -61,7 +86,8 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     dialect: new PGliteDialect({
       pglite: async () => {
         const { PGlite } = await import('@electric-sql/pglite')
-        return PGlite.create(dir)
+        // Its sessions are in UTC already.
+        return PGlite.create(dir, { parsers: { [TIMESTAMPTZ_OID]: timestamptzToIso } })
       }
     })
   })

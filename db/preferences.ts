@@ -15,7 +15,7 @@ export const toPreferences = (row: PreferencesRow): Preferences => ({
   paymentSubscriptionId: row.payment_subscription_id,
   paymentSubscriptionStatus: row.payment_subscription_status,
   paymentPriceId: row.payment_price_id,
-  paymentCurrentPeriodEnd: row.payment_current_period_end === null ? null : row.payment_current_period_end.toISOString()
+  paymentCurrentPeriodEnd: row.payment_current_period_end
 })
 
 /** The user's preferences, creating the default row when there is none. */

@@ -8,5 +8,5 @@ export async function revokeToken (db: Kysely<Database>, token: { jti: string, u
     .onConflict((oc) => oc.column('jti').doNothing())
     .execute()
   // Housekeeping on a rare path keeps the table small without a scheduler.
-  await db.deleteFrom('revoked_tokens').where('expires_at', '<', sql<Date>`now()`).execute()
+  await db.deleteFrom('revoked_tokens').where('expires_at', '<', sql<string>`now()`).execute()
 }

@@ -1,42 +1,68 @@
 // Tasks, always scoped to their owner: every query takes the user id.
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { CreateTaskBody, Task, UpdateTaskBody } from '../schemas/tasks.js'
+import { prepareQuery } from './prepared.js'
 import type { Database, TaskRow, TaskStatus } from './types.js'
 
-const iso = (d: Date | null): string | null => d === null ? null : d.toISOString()
+type TaskFields = Omit<TaskRow, 'user_id'>
 
-export const toTask = (row: TaskRow): Task => ({
+export const toTask = (row: TaskFields): Task => ({
   id: row.id,
   title: row.title,
   description: row.description,
   status: row.status,
-  dueDate: iso(row.due_date),
-  completedAt: iso(row.completed_at),
-  createdAt: row.created_at.toISOString(),
-  updatedAt: row.updated_at.toISOString()
+  dueDate: row.due_date,
+  completedAt: row.completed_at,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at
 })
 
 // completed_at is set when a task enters `completed`, kept while it stays there,
 // and cleared when it leaves.
-const completedAtFor = (status: TaskStatus): RawBuilder<Date | null> =>
-  status === 'completed' ? sql<Date>`coalesce(completed_at, now())` : sql<null>`null`
+const completedAtFor = (status: TaskStatus): RawBuilder<string | null> =>
+  status === 'completed' ? sql<string>`coalesce(completed_at, now())` : sql<null>`null`
+
+const TASK_COLUMNS = ['id', 'title', 'description', 'status', 'due_date', 'completed_at', 'created_at', 'updated_at'] as const
+
+interface PageParams { userId: string, status: TaskStatus, limit: number, offset: number }
+
+// GET /tasks in one round trip: the page, newest first, with the count of every matching
+// task beside each row (an uncorrelated subquery, computed once by an index-only scan).
+// Both walk an index on (user_id[, status], created_at desc, id desc).
+const pageOfTasks = (withStatus: boolean) => prepareQuery(withStatus ? 'tasks_page_by_status' : 'tasks_page',
+  (db, p: PageParams) => {
+    let matching = db.selectFrom('tasks').where('user_id', '=', p.userId)
+    let total = db.selectFrom('tasks').select(sql<number>`count(*)::int`.as('n')).where('user_id', '=', p.userId)
+    if (withStatus) {
+      matching = matching.where('status', '=', p.status)
+      total = total.where('status', '=', p.status)
+    }
+    return matching.select(TASK_COLUMNS).select(total.as('total'))
+      .orderBy('created_at', 'desc').orderBy('id', 'desc')
+      .limit(p.limit).offset(p.offset)
+  })
+const countOfTasks = (withStatus: boolean) => prepareQuery(withStatus ? 'tasks_count_by_status' : 'tasks_count',
+  (db, p: Omit<PageParams, 'limit' | 'offset'>) => {
+    const total = db.selectFrom('tasks').select(sql<number>`count(*)::int`.as('total')).where('user_id', '=', p.userId)
+    return withStatus ? total.where('status', '=', p.status) : total
+  })
+const page = { all: pageOfTasks(false), byStatus: pageOfTasks(true) }
+const count = { all: countOfTasks(false), byStatus: countOfTasks(true) }
 
 export async function listTasks (
   db: Kysely<Database>,
   userId: string,
   query: { status?: TaskStatus, limit?: number, offset?: number }
 ): Promise<{ tasks: Task[], total: number }> {
-  let base = db.selectFrom('tasks').where('user_id', '=', userId)
-  if (query.status) base = base.where('status', '=', query.status)
-  const [rows, count] = await Promise.all([
-    base.selectAll()
-      .orderBy('created_at', 'desc').orderBy('id', 'desc')
-      // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
-      .limit(query.limit ?? 50).offset(query.offset ?? 0)
-      .execute(),
-    base.select(sql<number>`count(*)::int`.as('total')).executeTakeFirstOrThrow()
-  ])
-  return { tasks: rows.map(toTask), total: count.total }
+  const which = query.status === undefined ? 'all' : 'byStatus'
+  // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
+  const params = { userId, status: query.status ?? 'todo', limit: query.limit ?? 50, offset: query.offset ?? 0 }
+  const rows = await page[which](db, params)
+  if (rows.length > 0) return { tasks: rows.map(toTask), total: Number(rows[0]!.total) }
+  // An empty page says nothing of the total only when it starts past the end.
+  if (params.offset === 0) return { tasks: [], total: 0 }
+  const [counted] = await count[which](db, params)
+  return { tasks: [], total: counted?.total ?? 0 }
 }
 
 export async function findTaskForUser (db: Kysely<Database>, userId: string, id: number): Promise<Task | undefined> {
@@ -55,7 +81,7 @@ export async function insertTask (db: Kysely<Database>, userId: string, body: Cr
       description: body.description ?? null,
       status,
       due_date: body.dueDate ?? null,
-      completed_at: status === 'completed' ? sql<Date>`now()` : null
+      completed_at: status === 'completed' ? sql<string>`now()` : null
     })
     .returningAll()
     .executeTakeFirstOrThrow()

@@ -2,8 +2,10 @@
 // shapes (camelCase) live in schemas/ and are mapped in the repositories.
 import type { ColumnType, Generated, Insertable, Selectable } from 'kysely'
 
-type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>
-type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>
+// Read as ISO-8601 strings (db/timestamps.ts); written as a Date or a string.
+type Timestamp = ColumnType<string, Date | string | undefined, Date | string>
+type NullableTimestamp = ColumnType<string | null, Date | string | null | undefined, Date | string | null>
+type CreatedAt = ColumnType<string, Date | string | undefined, Date | string>
 
 export type TaskStatus = 'todo' | 'in-progress' | 'completed'
 export const TASK_STATUSES: readonly TaskStatus[] = ['todo', 'in-progress', 'completed']
@@ -17,7 +19,7 @@ export interface UsersTable {
   email_verified: NullableTimestamp
   /** Bumped on a password change; tokens carry it as `ver`, older ones stop working. */
   token_version: Generated<number>
-  created_at: Generated<Date>
+  created_at: CreatedAt
   updated_at: Timestamp
 }
 
@@ -38,7 +40,7 @@ export interface UserPreferencesTable {
   payment_current_period_end: NullableTimestamp
   cancel_at_period_end: Generated<boolean>
   payment_state_at: NullableTimestamp
-  created_at: Generated<Date>
+  created_at: CreatedAt
   updated_at: Timestamp
 }
 
@@ -50,7 +52,7 @@ export interface TasksTable {
   status: Generated<TaskStatus>
   due_date: NullableTimestamp
   completed_at: NullableTimestamp
-  created_at: Generated<Date>
+  created_at: CreatedAt
   updated_at: Timestamp
 }
 
@@ -65,14 +67,14 @@ export interface UsageEventsTable {
   user_id: string
   name: string
   properties: ColumnType<Record<string, unknown>, string, string>
-  created_at: Generated<Date>
+  created_at: CreatedAt
 }
 
 export interface PaymentEventsTable {
   id: string
   type: string
   provider_created_at: Timestamp
-  received_at: Generated<Date>
+  received_at: CreatedAt
 }
 
 export interface Database {

@@ -1,18 +1,17 @@
 // Users: creation with default preferences, lookups for sign-in and for token checks.
 import { sql, type Kysely } from 'kysely'
 import type { User } from '../schemas/users.js'
+import { prepareQuery } from './prepared.js'
 import type { Database, UserRow } from './types.js'
-
-const iso = (d: Date | null): string | null => d === null ? null : d.toISOString()
 
 export const toUser = (row: UserRow): User => ({
   id: row.id,
   name: row.name,
   email: row.email,
   image: row.image,
-  emailVerified: iso(row.email_verified),
-  createdAt: row.created_at.toISOString(),
-  updatedAt: row.updated_at.toISOString()
+  emailVerified: row.email_verified,
+  createdAt: row.created_at,
+  updatedAt: row.updated_at
 })
 
 /** Emails are one account regardless of case or surrounding blanks. */
@@ -39,17 +38,20 @@ export function findUserById (db: Kysely<Database>, id: string): Promise<UserRow
   return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst()
 }
 
-/**
- * The user a token names, unless that token was revoked: one round trip per
- * authenticated request.
- */
-export function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<UserRow | undefined> {
-  return db.selectFrom('users').selectAll()
-    .where('id', '=', userId)
+const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'token_version', 'created_at', 'updated_at'] as const
+
+// The user a token names, unless that token was revoked: one round trip per
+// authenticated request, prepared once (db/prepared.ts).
+const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
+  db.selectFrom('users').select(USER_COLUMNS)
+    .where('id', '=', p.userId)
     .where(({ not, exists, selectFrom }) => not(exists(
-      selectFrom('revoked_tokens').select(sql`1`.as('one')).where('jti', '=', jti)
-    )))
-    .executeTakeFirst()
+      selectFrom('revoked_tokens').select(sql`1`.as('one')).where('jti', '=', p.jti)
+    ))))
+
+export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<UserRow | undefined> {
+  const [user] = await userForToken(db, { userId, jti })
+  return user
 }
 
 export async function updateUser (

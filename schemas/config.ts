@@ -17,6 +17,7 @@ export const ConfigSchema = Type.Object({
   DATABASE_POOL_MAX: Type.Integer({ minimum: 1, maximum: 1000, default: 10, errorMessage: 'must be an integer from 1 to 1000' }),
   DATABASE_CONNECT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 3000, errorMessage: 'must be milliseconds from 100 to 60000' }),
   DATABASE_STATEMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000, errorMessage: 'must be milliseconds from 100 to 600000' }),
+  DATABASE_PREPARED_STATEMENTS: Type.Boolean({ default: true, errorMessage: 'must be true or false' }),
   DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
   AUTH_JWT_SECRET: Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' })),
   APP_URL: Url('http://localhost:3000'),

@@ -28,6 +28,7 @@ export default fp(async function db (fastify) {
     poolMax: config.DATABASE_POOL_MAX,
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     onPoolError: (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database client failed')
   })
   fastify.decorate('db', handle.db)

@@ -1,0 +1,57 @@
+// Hot queries are built once instead of on every request. Kysely builds and compiles the
+// SQL at start-up with a marker in place of each value; each call only puts its values in.
+// On PostgreSQL the text also runs as a named statement (db/connect.ts), which the server
+// parses and plans once per connection. Only queries whose SQL never changes shape belong
+// here; they name their columns rather than select *, so a column added by a later
+// migration cannot change a prepared statement's result type under a running instance.
+import {
+  DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type Compilable
+} from 'kysely'
+import type { Database } from './types.js'
+
+/** Compiles, never connects: PostgreSQL and PGlite share this SQL. */
+const compiler = new Kysely<Database>({
+  dialect: {
+    createAdapter: () => new PostgresAdapter(),
+    createDriver: () => new DummyDriver(),
+    createIntrospector: (db) => new PostgresIntrospector(db),
+    createQueryCompiler: () => new PostgresQueryCompiler()
+  }
+})
+
+class Marker {
+  constructor (readonly key: string) {}
+}
+
+const statementNames = new Map<string, string>()
+
+/** The statement name of a prepared query's SQL, if it is one. */
+export const preparedStatementName = (sql: string): string | undefined => statementNames.get(sql)
+
+/** Every prepared query's SQL by statement name (the benchmark's database ceiling runs the same). */
+export const preparedStatements = (): Map<string, string> =>
+  new Map([...statementNames].map(([sql, name]) => [name, sql]))
+
+export type PreparedQuery<P, R> = (db: Kysely<Database>, params: P) => Promise<R[]>
+
+/**
+ * `build` receives the compile-only Kysely and a stand-in for `params` whose every field
+ * is a marker; every value in the query must come from `params`.
+ */
+export function prepareQuery<P extends object, R> (
+  name: string,
+  build: (db: Kysely<Database>, params: P) => Compilable<R>
+): PreparedQuery<P, R> {
+  const markers = new Proxy({}, { get: (_target, key) => new Marker(String(key)) }) as P
+  const compiled = build(compiler, markers).compile()
+  const slots = compiled.parameters.map((value) => {
+    if (!(value instanceof Marker)) throw new Error(`prepared query ${name}: the value ${String(value)} is not a parameter`)
+    return value.key as keyof P
+  })
+  if ([...statementNames.values()].includes(name)) throw new Error(`prepared query ${name} is defined twice`)
+  statementNames.set(compiled.sql, name)
+  return async (db, params) => {
+    const { rows } = await db.executeQuery<R>({ ...compiled, parameters: slots.map((slot) => params[slot]) })
+    return rows
+  }
+}

@@ -1,0 +1,26 @@
+// timestamptz columns are read as the ISO-8601 strings the API sends (2026-11-23T05:08:02.519Z),
+// straight from PostgreSQL's text form (2026-11-23 05:08:02.519123+00): no Date is built
+// and formatted back for each of the four timestamps of each task in a page. Sessions run
+// in UTC (db/connect.ts), so the fast path covers every value; any other offset, a year past
+// 9999 or BC goes the long way through Date, with the same result. Fractions are truncated
+// to milliseconds, as a Date would.
+import pg from 'pg'
+
+export const TIMESTAMPTZ_OID = 1184
+
+const parseToDate = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (text: string) => Date | number
+
+export function timestamptzToIso (text: string): string {
+  const end = text.length - 3
+  // YYYY-MM-DD HH:MM:SS[.f…]+00
+  if (end >= 19 && text.charCodeAt(4) === 45 && text.charCodeAt(10) === 32 && text.charCodeAt(end) === 43 &&
+      text.charCodeAt(end + 1) === 48 && text.charCodeAt(end + 2) === 48) {
+    const date = text.slice(0, 10)
+    const time = text.slice(11, 19)
+    if (end === 19) return `${date}T${time}.000Z`
+    if (text.charCodeAt(19) === 46 && end > 20) return `${date}T${time}.${text.slice(20, Math.min(23, end)).padEnd(3, '0')}Z`
+  }
+  const parsed = parseToDate(text)
+  // ±infinity have no ISO form; nothing we store is infinite, but answer rather than throw.
+  return parsed instanceof Date && !Number.isNaN(parsed.getTime()) ? parsed.toISOString() : text
+}

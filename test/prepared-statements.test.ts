@@ -1,0 +1,43 @@
+// The hot queries run as named statements on a real PostgreSQL server (db/prepared.ts),
+// survive a migration that adds columns under them, and can be turned off for poolers
+// that cannot keep them. (Runs against DATABASE_URL's server, or the local one.)
+import { sql, type Kysely } from 'kysely'
+import t from 'tap'
+import type { Database } from '../db/types.js'
+import { build, json, registerUser, serverDatabase } from './helper.js'
+
+// One pooled connection, so the session the service prepared in is the one asked.
+const prepared = async (db: Kysely<Database>) =>
+  (await sql<{ name: string }>`select name from pg_prepared_statements order by name`.execute(db)).rows.map((r) => r.name)
+
+t.test('GET /tasks runs prepared statements, also after a migration adds columns', async (t) => {
+  const { url } = await serverDatabase(t, 'prepared')
+  const app = await build(t, { DATABASE_URL: url.toString(), DATABASE_POOL_MAX: '1' })
+  const user = await registerUser(app)
+  for (const title of ['one', 'two']) {
+    t.equal((await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title } })).statusCode, 201)
+  }
+  const before = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
+  t.equal(before.statusCode, 200)
+  t.same(json(before).data.map((task: { title: string }) => task.title), ['two', 'one'])
+  t.match(await prepared(app.db), ['tasks_page', 'user_for_token'], 'the page and the token check are prepared')
+
+  // What a newer instance's migration might do while this one serves.
+  await sql`alter table tasks add column later_column text`.execute(app.db)
+  await sql`alter table users add column later_column text`.execute(app.db)
+  const after = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
+  t.equal(after.statusCode, 200, 'no "cached plan must not change result type"')
+  t.same(json(after).data, json(before).data)
+  t.equal(after.headers['x-total-count'], '2')
+})
+
+t.test('DATABASE_PREPARED_STATEMENTS=false: the same answers, nothing prepared', async (t) => {
+  const { url } = await serverDatabase(t, 'unprepared')
+  const app = await build(t, { DATABASE_URL: url.toString(), DATABASE_POOL_MAX: '1', DATABASE_PREPARED_STATEMENTS: 'false' })
+  const user = await registerUser(app)
+  t.equal((await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: 'one' } })).statusCode, 201)
+  const res = await app.inject({ method: 'GET', url: '/tasks?status=todo', headers: user.auth })
+  t.equal(res.statusCode, 200)
+  t.equal(json(res).data.length, 1)
+  t.same(await prepared(app.db), [])
+})
