@@ -23,6 +23,7 @@ import {
   PASSWORD, PRICE_ID, seed, SPECIAL, taskIdsOf, userIds, type Sql
 } from './seed.js'
 import { DeliveryPool, WEBHOOK_SECRET } from './webhooks.js'
+import { productionNodeFlags } from '../scripts/start-command.js'
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
 const PROBE = path.join(ROOT, 'bench', 'event-loop-probe.js')
@@ -214,8 +215,9 @@ class Service {
       this.url = `http://127.0.0.1:${this.port}`
     }
     rmSync(eldSocket, { force: true })
+    // As `npm start` runs it: the same node flags, then dist/server.js (with the probe preloaded).
     this.proc = startProcess('service', process.execPath,
-      ['--import', pathToFileURL(PROBE).href, ...nodeArgs, path.join(serviceRoot, 'dist', 'server.js')],
+      [...productionNodeFlags(ROOT), '--import', pathToFileURL(PROBE).href, ...nodeArgs, path.join(serviceRoot, 'dist', 'server.js')],
       { env: this.env(), cwd: serviceRoot })
     await waitForHttp(`${this.url}/health`, this.proc, 120_000)
     this.sampler.attach(this.proc.pid)
@@ -311,9 +313,10 @@ const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const JSON_HEADERS = { 'content-type': 'application/json' }
 
 /**
- * `npm run build` into a fresh directory of its own (with the project's package.json and a
- * link to its node_modules): a clean build, so files deleted from the source cannot linger
- * in the output, and a build of the service that others may be running is left alone.
+ * The build's compiler run (`tsc -p tsconfig.build.json`) into a fresh directory of its own
+ * (with the project's package.json and a link to its node_modules): a clean build, so files
+ * deleted from the source cannot linger in the output, and the project's own dist/ (which
+ * `npm run build` would delete first) is left alone.
  */
 async function build (): Promise<string> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-build-'))
@@ -321,8 +324,8 @@ async function build (): Promise<string> {
   copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'))
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
   await new Promise<void>((resolve, reject) => {
-    const child = spawn('npm', ['run', '--silent', 'build', '--', '--outDir', path.join(dir, 'dist')], { cwd: ROOT, stdio: 'inherit' })
-    child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`npm run build failed (${String(code)})`)))
+    const child = spawn(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', path.join(dir, 'dist')], { cwd: ROOT, stdio: 'inherit' })
+    child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`tsc -p tsconfig.build.json failed (${String(code)})`)))
     child.on('error', reject)
   })
   return dir
@@ -383,7 +386,7 @@ async function main (): Promise<number> {
   log(`Benchmark: ${dbKind}, ${duration} s per scenario (+${warmup} s warm-up), ${connections} connections${quick ? ', quick' : ''}`)
 
   if (!opts['skip-build']) {
-    step('npm run build (clean, into a directory of its own)')
+    step('building (tsc -p tsconfig.build.json, clean, into a directory of its own)')
     serviceRoot = await build()
   }
   if (!existsSync(path.join(serviceRoot, 'dist', 'server.js'))) throw new Error('dist/server.js is missing: run without --skip-build')

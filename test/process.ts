@@ -1,7 +1,9 @@
-// server.ts as a child process, the way production runs it (through tsx here).
+// server.ts as a child process, the way production runs it (with the node flags of
+// `npm start`; through tsx here).
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
+import { productionNodeFlags } from '../scripts/start-command.js'
 import { ROOT } from './paths.js'
 
 export async function freePort (): Promise<number> {
@@ -16,7 +18,7 @@ export async function freePort (): Promise<number> {
 export interface Running { child: ChildProcess, base: string, output: () => string, exited: Promise<number | null> }
 
 export function startServer (env: Record<string, string>): Running {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'server.ts'], {
+  const child = spawn(process.execPath, [...productionNodeFlags(ROOT), '--import', 'tsx', 'server.ts'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', NODE_ENV: 'test', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']

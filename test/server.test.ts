@@ -1,8 +1,19 @@
 // server.ts as a real process on a real socket: configuration errors at start-up,
 // the auth cookie in a round trip, and graceful shutdown with a request in flight.
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import t from 'tap'
+import { productionNodeFlags } from '../scripts/start-command.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
+import { ROOT } from './paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
+
+t.test('the Dockerfile starts node with the flags of npm start', async (t) => {
+  const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1]
+  t.ok(cmd, 'a CMD in exec form')
+  t.same(JSON.parse(cmd ?? '[]'), ['node', ...productionNodeFlags(ROOT), 'dist/server.js'])
+  t.ok(productionNodeFlags(ROOT).includes('--no-allocation-site-pretenuring'))
+})
 
 t.test('a bad setting stops start-up with one line naming the variable', async (t) => {
   for (const [env, line] of [

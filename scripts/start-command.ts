@@ -1,0 +1,23 @@
+// The node flags production starts the service with: those of `npm start` in package.json,
+// which the Dockerfile repeats (test/server.test.ts checks they agree). The benchmark and
+// the tests that run server.ts as a process start it with the same flags, so what they
+// measure is what runs.
+//
+// --no-allocation-site-pretenuring: under sustained load V8 decided that objects allocated
+// while reading a page of tasks (pg's rows and strings, the timestamps, the serializer's
+// pieces) outlive young collections and began allocating them straight into the old
+// generation; from there they kept the next young objects alive too. Each scavenge then
+// copied ~1.7 MB and promoted ~1.3 MB (4–5 ms pauses every ~30 ms), the old generation
+// filled with garbage between full GCs and RSS passed 300 MB. Without pretenuring those
+// objects die young: GET /tasks +23 % req/s, −20 % CPU per request, peak RSS ~156 MB
+// (README, Performance).
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+export function productionNodeFlags (root: string): string[] {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } }
+  const start = pkg.scripts?.start ?? ''
+  const match = /^node((?: --[\w-]+(?:=\S+)?)*) dist\/server\.js$/.exec(start)
+  if (match === null) throw new Error(`package.json "start" is not "node [--flags] dist/server.js": ${start}`)
+  return match[1]!.split(' ').filter(Boolean)
+}
