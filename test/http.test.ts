@@ -72,6 +72,14 @@ t.test('CORS allows APP_URL with credentials, never *', async (t) => {
   t.equal(allowed.headers['access-control-allow-credentials'], 'true')
   const foreign = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } })
   t.equal(foreign.headers['access-control-allow-origin'], undefined)
+  t.equal(foreign.headers['access-control-allow-credentials'], undefined)
+  const read = await app.inject({ method: 'GET', url: '/tasks', headers: { ...user.auth, origin: 'http://localhost:3000' } })
+  t.equal(read.headers['access-control-allow-origin'], 'http://localhost:3000')
+  t.equal(read.headers['access-control-expose-headers'], 'X-Total-Count, X-Request-Id', 'the web client can read the total and the request id')
+  // Servers, load balancers and the payment provider send no Origin: no CORS headers for them.
+  const noOrigin = await app.inject({ method: 'GET', url: '/health' })
+  t.equal(noOrigin.headers.vary, 'Origin')
+  t.notOk(Object.keys(noOrigin.headers).some((name) => name.startsWith('access-control-')))
 })
 
 t.test('JSON bodies are validated as sent (no coercion); query strings are coerced', async (t) => {
