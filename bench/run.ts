@@ -41,7 +41,7 @@ const HELP = `npm run bench -- [options]
   --warmup=N             seconds of unmeasured load before each scenario (default 2; --quick 0.5)
   --connections=N        autocannon connections (default 50)
   --pairs=N              health and tasks.list are measured as N interleaved runs of ceiling then
-                         service; the median pair (by ratio) is reported (default 3; --quick 1)
+                         service; the median pair (by ratio) is reported (default 5; --quick 1)
   --db=postgres|pglite   database (default postgres)
   --database-url=URL     server to create the benchmark database on
                          (default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
@@ -109,7 +109,7 @@ const quick = opts.quick
 const duration = num(opts.duration, quick ? 2 : 10, 'duration')
 const warmup = num(opts.warmup, quick ? 0.5 : 2, 'warmup')
 const connections = num(opts.connections, 50, 'connections')
-const pairs = Math.max(1, Math.round(num(opts.pairs, quick ? 1 : 3, 'pairs')))
+const pairs = Math.max(1, Math.round(num(opts.pairs, quick ? 1 : 5, 'pairs')))
 const quietWait = num(opts['quiet-wait'], quick ? 2 : 60, 'quiet-wait')
 const retries = num(opts.retries, quick ? 0 : 2, 'retries')
 /** Cores used by other processes above which a run counts as disturbed. */
@@ -941,7 +941,13 @@ async function main (): Promise<number> {
       (health.ratioToSameHeaders === undefined ? '' : `; ${fmt(100 * health.ratioToSameHeaders, 0)} % of a bare route sending the same headers`)])
   }
   if (list?.ratio != null) checks.push(['GET /tasks ≥ 80 % of the database ceiling, no errors', list.ratio >= 0.8 && list.errors === 0, `${fmt(100 * list.ratio, 0)} %${spread(list)}, ${list.errors} errors`])
-  for (const s of scenarios) checks.push([`${s.name}: p99 ≤ 3 × p50, no errors`, s.p99 <= 3 * s.p50 && s.errors === 0, `×${fmt(s.p99 / s.p50, 2)}, ${s.errors} errors`])
+  for (const s of scenarios) {
+    // A sub-millisecond route's tail is mostly the machine's and the load generator's: say
+    // what the bare ceiling of the same pair showed.
+    const c = s.ceiling === null ? undefined : ceilings[s.ceiling]
+    const beside = c !== undefined && c.p50 > 0 ? ` (${s.ceiling} ceiling in the same pair: ×${fmt(c.p99 / c.p50, 2)})` : ''
+    checks.push([`${s.name}: p99 ≤ 3 × p50, no errors`, s.p99 <= 3 * s.p50 && s.errors === 0, `×${fmt(s.p99 / s.p50, 2)}, ${s.errors} errors${beside}`])
+  }
   if (storm) {
     checks.push(['storm: GET /tasks p99 with ≤ 3 × without', storm.p99With <= 3 * storm.p99Without, `×${fmt(storm.p99With / storm.p99Without, 2)}`])
     checks.push(['storm: event-loop delay p99 < 20 ms', storm.eventLoopP99 < 20, `${fmt(storm.eventLoopP99)} ms`])
