@@ -10,7 +10,7 @@ import autoload from '@fastify/autoload'
 import { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import { trustProxy, type AppConfig } from './schemas/config.js'
 import { isDatabaseUnavailable } from './db/connect.js'
-import { formatValidationDetails, isAppError, ValidationError } from './schemas/errors.js'
+import { BUSY_RETRY_AFTER_SECONDS, formatValidationDetails, isAppError, ValidationError } from './schemas/errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -151,6 +151,7 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
       return send(400, error, formatValidationDetails(err.validation, err.validationContext))
     }
     if (err instanceof ValidationError) return send(400, err.message, err.details)
+    if (err.code === 'APP_BUSY') reply.header('retry-after', String(BUSY_RETRY_AFTER_SECONDS))
     if (isAppError(err)) return send(err.statusCode ?? 500, err.message)
     const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]
     if (known) return send(known[0], known[1])

@@ -32,6 +32,9 @@ export interface LoadResult {
   /** Non-2xx responses plus socket errors and timeouts. */
   errors: number
   non2xx: number
+  /** Latencies of the non-2xx responses (e.g. a quick 503 when a queue is full), ms. */
+  non2xxP50: number
+  non2xxP99: number
   timeouts: number
   socketErrors: number
   responses: number
@@ -60,12 +63,12 @@ class Latencies {
   }
 }
 
-function once (options: autocannon.Options, latencies?: Latencies): Promise<autocannon.Result> {
+function once (options: autocannon.Options, latencies?: { ok: Latencies, other: Latencies }): Promise<autocannon.Result> {
   return new Promise((resolve, reject) => {
     const instance = autocannon(options, (err: unknown, result: autocannon.Result) => err ? reject(err instanceof Error ? err : new Error(String(err))) : resolve(result))
     if (latencies !== undefined) {
       instance.on('response', (_client: unknown, statusCode: number, _bytes: number, responseTime: number) => {
-        if (statusCode >= 200 && statusCode < 300) latencies.add(responseTime)
+        (statusCode >= 200 && statusCode < 300 ? latencies.ok : latencies.other).add(responseTime)
       })
     }
   })
@@ -81,9 +84,10 @@ export async function runLoad (options: LoadOptions): Promise<LoadResult> {
     timeout: options.timeout ?? 10
   }
   if (options.warmup && options.warmup > 0) await once({ ...base, duration: options.warmup })
-  const latencies = new Latencies()
+  const latencies = { ok: new Latencies(), other: new Latencies() }
   const result = await once({ ...base, duration: options.duration }, latencies)
-  const [p50, p90, p99, max] = latencies.percentiles(50, 90, 99, 100).map(significant) as [number, number, number, number]
+  const [p50, p90, p99, max] = latencies.ok.percentiles(50, 90, 99, 100).map(significant) as [number, number, number, number]
+  const [non2xxP50, non2xxP99] = latencies.other.percentiles(50, 99).map(significant) as [number, number]
   const statusCodes: Record<string, number> = {}
   for (const [code, stat] of Object.entries(result.statusCodeStats ?? {})) statusCodes[code] = stat.count ?? 0
   const ok = result['2xx']
@@ -97,6 +101,8 @@ export async function runLoad (options: LoadOptions): Promise<LoadResult> {
     max,
     errors: result.non2xx + result.errors,
     non2xx: result.non2xx,
+    non2xxP50,
+    non2xxP99,
     timeouts: result.timeouts,
     socketErrors: result.errors - result.timeouts,
     responses: result.requests.total,

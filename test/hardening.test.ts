@@ -90,6 +90,22 @@ t.test('CORS_ORIGINS adds origins for CORS and cookie sessions', async (t) => {
   t.equal(res.statusCode, 201)
 })
 
+t.test('a full password-hashing queue answers 503 with Retry-After at once, before any hash', async (t) => {
+  // One hash at a time and one waiting: of six concurrent sign-ins four are shed.
+  const app = await build(t, { BCRYPT_WORKERS: '1', BCRYPT_QUEUE_MAX: '1' })
+  const finished: Array<{ status: number, retryAfter: unknown, body: unknown }> = []
+  await Promise.all(Array.from({ length: 6 }, async () => {
+    const res = await login(app, uniqueEmail(), ip())
+    finished.push({ status: res.statusCode, retryAfter: res.headers['retry-after'], body: json(res) })
+  }))
+  t.same(finished.map((f) => f.status), [503, 503, 503, 503, 401, 401], 'the shed ones answered before either hash finished')
+  for (const shed of finished.slice(0, 4)) {
+    t.same(shed.body, { success: false, error: 'Service unavailable' })
+    t.equal(shed.retryAfter, '5')
+  }
+  t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'once the queue drains, sign-ins are served again')
+})
+
 t.test('security headers suit a JSON API', async (t) => {
   const app = await build(t)
   for (const url of ['/nope', '/health']) {

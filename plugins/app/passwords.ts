@@ -6,10 +6,11 @@ import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
-import { ServiceUnavailableError } from '../../schemas/errors.js'
+import { BusyError } from '../../schemas/errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
 export const BCRYPT_ROUNDS = 12
+const SHED_WARNING_INTERVAL_MS = 10_000
 // A valid 12-round hash of a random string nobody knows.
 const DUMMY_HASH = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
 
@@ -39,13 +40,22 @@ export default fp(async function passwords (fastify) {
   })
   fastify.addHook('onClose', () => pool.close())
 
+  // One warning per interval with the count, not one per shed request: an overload is
+  // exactly when a line per request would flood the log.
+  let shed = 0
+  let lastWarning = 0
   const run = async <T extends string | boolean>(task: BcryptTask): Promise<T> => {
     try {
       return await pool.run(task) as T
     } catch (err) {
       if ((err as Error).message === 'Task queue is at limit') {
-        fastify.log.warn({ queue: pool.queueSize }, 'password hashing queue full: shedding')
-        throw new ServiceUnavailableError()
+        shed++
+        if (Date.now() - lastWarning >= SHED_WARNING_INTERVAL_MS) {
+          fastify.log.warn({ shed, queue: pool.queueSize }, 'password hashing queue full: shedding')
+          shed = 0
+          lastWarning = Date.now()
+        }
+        throw new BusyError()
       }
       throw err
     }
