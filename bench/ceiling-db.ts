@@ -12,7 +12,7 @@ import pg from 'pg'
 import '../db/tasks.js'
 import '../db/users.js'
 import { preparedStatements } from '../db/prepared.js'
-import { TIMESTAMPTZ_OID, timestamptzToIso } from '../db/timestamps.js'
+import { pgliteParsers, pgTypes, UTC_SESSION } from '../db/timestamps.js'
 
 type Row = Record<string, unknown>
 type Query = (name: string, params: unknown[]) => Promise<Row[]>
@@ -32,13 +32,13 @@ async function connect (): Promise<{ query: Query, close: () => Promise<void> }>
     const pool = new pg.Pool({
       connectionString: process.env.DATABASE_URL,
       max: 10,
-      options: '-c TimeZone=UTC',
-      types: { getTypeParser: ((oid: number, format?: 'text' | 'binary') => oid === TIMESTAMPTZ_OID ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser }
+      options: UTC_SESSION,
+      types: pgTypes
     })
     return { query: async (name, values) => (await pool.query({ name, text: textOf(name), values })).rows, close: () => pool.end() }
   }
   const { PGlite } = await import('@electric-sql/pglite')
-  const db = await PGlite.create(resolve(process.env.DATA_DIR ?? './.data', 'pglite'), { parsers: { [TIMESTAMPTZ_OID]: timestamptzToIso } })
+  const db = await PGlite.create(resolve(process.env.DATA_DIR ?? './.data', 'pglite'), { parsers: pgliteParsers })
   return { query: async (name, values) => (await db.query<Row>(textOf(name), values)).rows, close: () => db.close() }
 }
 

@@ -7,7 +7,7 @@ import { resolve } from 'node:path'
 import { Kysely, PGliteDialect, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { preparedStatementName } from './prepared.js'
-import { TIMESTAMPTZ_OID, timestamptzToIso } from './timestamps.js'
+import { pgliteParsers, pgTypes, UTC_SESSION } from './timestamps.js'
 import type { Database } from './types.js'
 
 export interface DatabaseOptions {
@@ -67,11 +67,8 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       statement_timeout: options.statementTimeoutMs ?? 15_000,
       application_name: 'task-subscription-backend',
       // Timestamps print in UTC, the form db/timestamps.ts reads without building a Date.
-      options: [new URL(options.url).searchParams.get('options'), '-c TimeZone=UTC'].filter(Boolean).join(' '),
-      types: {
-        getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-          oid === TIMESTAMPTZ_OID && format !== 'binary' ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser
-      }
+      options: [new URL(options.url).searchParams.get('options'), UTC_SESSION].filter(Boolean).join(' '),
+      types: pgTypes
     })
     pool.on('error', onError)
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
@@ -86,8 +83,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     dialect: new PGliteDialect({
       pglite: async () => {
         const { PGlite } = await import('@electric-sql/pglite')
-        // Its sessions are in UTC already.
-        return PGlite.create(dir, { parsers: { [TIMESTAMPTZ_OID]: timestamptzToIso } })
+        return PGlite.create(dir, { parsers: pgliteParsers })
       }
     })
   })

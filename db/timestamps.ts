@@ -10,6 +10,18 @@ export const TIMESTAMPTZ_OID = 1184
 
 const parseToDate = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (text: string) => Date | number
 
+/** pg's `types` option: timestamptz as ISO strings, every other type as pg parses it. */
+export const pgTypes = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === TIMESTAMPTZ_OID && format !== 'binary' ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser
+}
+
+/** PGlite's `parsers` option (its sessions are in UTC already). */
+export const pgliteParsers = { [TIMESTAMPTZ_OID]: (text: string) => timestamptzToIso(text) }
+
+/** The startup option that makes a PostgreSQL session print timestamps in UTC. */
+export const UTC_SESSION = '-c TimeZone=UTC'
+
 export function timestamptzToIso (text: string): string {
   const end = text.length - 3
   // YYYY-MM-DD HH:MM:SS[.f…]+00
