@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url'
 import { AjvCompiler } from '@fastify/ajv-compiler'
 import autoload from '@fastify/autoload'
 import { LogController, type FastifyError, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import responseHeaders from './plugins/response-headers.js'
 import { trustProxy, type AppConfig } from './schemas/config.js'
 import { isDatabaseUnavailable } from './db/connect.js'
 import { BUSY_RETRY_AFTER_SECONDS, formatValidationDetails, isAppError, ValidationError } from './schemas/errors.js'
@@ -185,6 +186,8 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
     })
   })
 
+  // First, so its onRequest hook runs before any plugin's and every answer carries its headers.
+  await fastify.register(responseHeaders)
   // Plugins read fastify.config themselves; `options: {}` is what autoload needs for autoConfig functions.
   await fastify.register(autoload, { dir: path.join(dirname, 'plugins/external'), options: {} })
   await fastify.register(autoload, { dir: path.join(dirname, 'plugins/app'), options: {}, ignorePattern: /\.worker\.[jt]s$/ })

@@ -48,6 +48,8 @@ t.test('unreachable at start-up: the service starts, answers 503, and recovers b
   const register = await app.inject({ method: 'POST', url: '/auth/register', payload: { email: `early-${randomUUID()}@example.com`, password: 'correct horse battery' } })
   t.equal(register.statusCode, 503)
   t.same(json(register), { success: false, error: 'Service unavailable' })
+  t.equal(register.headers['x-content-type-options'], 'nosniff', 'the not-ready 503 carries the security headers')
+  t.ok(register.headers['x-request-id'], 'and the request id')
 
   await proxy.start()
   t.equal((await eventually(() => app.inject({ method: 'GET', url: '/ready' }), 200)).statusCode, 200, 'ready once the schema is migrated')

@@ -68,9 +68,13 @@ t.test('every response carries x-request-id; a sane incoming one is echoed', asy
 
 t.test('CORS allows APP_URL with credentials, never *', async (t) => {
   const allowed = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'http://localhost:3000', 'access-control-request-method': 'POST' } })
+  t.equal(allowed.statusCode, 204)
   t.equal(allowed.headers['access-control-allow-origin'], 'http://localhost:3000')
   t.equal(allowed.headers['access-control-allow-credentials'], 'true')
+  t.equal(allowed.headers['x-content-type-options'], 'nosniff', 'a preflight carries the security headers too')
+  t.ok(allowed.headers['x-request-id'])
   const foreign = await app.inject({ method: 'OPTIONS', url: '/tasks', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST' } })
+  t.equal(foreign.statusCode, 404, 'a preflight from another site is refused')
   t.equal(foreign.headers['access-control-allow-origin'], undefined)
   t.equal(foreign.headers['access-control-allow-credentials'], undefined)
   const read = await app.inject({ method: 'GET', url: '/tasks', headers: { ...user.auth, origin: 'http://localhost:3000' } })

@@ -24,7 +24,7 @@
 // route. They get a Content-Security-Policy of their own instead of the API's
 // (default-src 'none' would block the page): scripts from 'self' and, for the page's inline
 // bootstrap script, a nonce drawn per response. The API's other security headers
-// (plugins/app/security-headers.ts) apply to them as to every route.
+// (plugins/response-headers.ts) apply to them as to every route.
 import { randomBytes } from 'node:crypto'
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type onSendHookHandler } from 'fastify'
 import fp from 'fastify-plugin'
@@ -81,6 +81,8 @@ export default fp(async function apiReference (fastify) {
     }
     const nonce = randomBytes(16).toString('base64')
     reply.header('content-security-policy', policy(nonce))
+    // A document, unlike the API's answers: no window another site opens shares its context.
+    reply.header('cross-origin-opener-policy', 'same-origin')
     return payload.replaceAll('<script', `<script nonce="${nonce}"`)
   }
 
@@ -92,6 +94,8 @@ export default fp(async function apiReference (fastify) {
       throw err
     })
     const answer = await (await scalarApp).inject({ method: 'GET', url: request.url })
+    // A failure inside Scalar is ours to answer, in our envelope.
+    if (answer.statusCode >= 500) throw new Error(`the API reference answered ${answer.statusCode}`)
     reply.code(answer.statusCode)
     for (const name of ['content-type', 'location']) {
       const value = answer.headers[name]

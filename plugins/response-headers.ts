@@ -1,5 +1,9 @@
-// The security headers of a JSON API (OWASP REST Security Cheat Sheet): fixed at start-up
-// and copied onto every reply, 404s and errors included, by one synchronous hook.
+// What every answer carries: the request id and the security headers of a JSON API (OWASP
+// REST Security Cheat Sheet, ASVS 4.0.3 V14.4), fixed at start-up and copied onto the reply
+// by one synchronous hook. app.ts registers this before any other plugin, so the hook runs
+// first and also the answers other plugins send from their own hooks (load shedding, the
+// shutdown 503, database not ready, CORS preflights) carry them.
+//
 // @fastify/helmet, used before, rebuilt its middleware and re-parsed the CSP on every
 // request; on GET /health that cost more than the route itself. Helmet's document-only
 // headers (X-XSS-Protection, X-Download-Options, X-DNS-Prefetch-Control, Origin-Agent-Cluster,
@@ -19,9 +23,10 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze(
   'x-frame-options': 'DENY'
 })
 
-export default fp(async function securityHeaders (fastify) {
-  fastify.addHook('onRequest', (_request, reply, done) => {
+export default fp(async function responseHeaders (fastify) {
+  fastify.addHook('onRequest', (request, reply, done) => {
     reply.headers(SECURITY_HEADERS)
+    reply.header('x-request-id', request.id)
     done()
   })
-}, { name: 'security-headers' })
+}, { name: 'response-headers' })
