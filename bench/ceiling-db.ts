@@ -12,19 +12,20 @@ import pg from 'pg'
 import '../db/tasks.js'
 import '../db/users.js'
 import { preparedStatements } from '../db/prepared.js'
-import { pgliteParsers, pgTypes, UTC_SESSION } from '../db/timestamps.js'
+import { pgliteParsers, pgTypes, SESSION_SETTINGS } from '../db/timestamps.js'
 
 type Row = Record<string, unknown>
-type Query = (name: string, params: unknown[]) => Promise<Row[]>
+type Query = (name: string, params: Record<string, unknown>) => Promise<Row[]>
 
 const secret = process.env.AUTH_JWT_SECRET ?? ''
 const issuer = process.env.APP_URL ?? 'http://localhost:3000'
 const audience = process.env.API_URL ?? 'http://localhost:3002'
 const statements = preparedStatements()
-const textOf = (name: string): string => {
-  const text = statements.get(name)
-  if (text === undefined) throw new Error(`no prepared statement ${name}`)
-  return text
+/** The statement's SQL and its values in $n order, from named parameters. */
+const statement = (name: string, params: Record<string, unknown>): { text: string, values: unknown[] } => {
+  const found = statements.get(name)
+  if (found === undefined) throw new Error(`no prepared statement ${name}`)
+  return { text: found.sql, values: found.params.map((param) => params[param]) }
 }
 
 async function connect (): Promise<{ query: Query, close: () => Promise<void> }> {
@@ -32,14 +33,20 @@ async function connect (): Promise<{ query: Query, close: () => Promise<void> }>
     const pool = new pg.Pool({
       connectionString: process.env.DATABASE_URL,
       max: 10,
-      options: UTC_SESSION,
       types: pgTypes
     })
-    return { query: async (name, values) => (await pool.query({ name, text: textOf(name), values })).rows, close: () => pool.end() }
+    pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(() => {}) })
+    return { query: async (name, params) => (await pool.query({ name, ...statement(name, params) })).rows, close: () => pool.end() }
   }
   const { PGlite } = await import('@electric-sql/pglite')
   const db = await PGlite.create(resolve(process.env.DATA_DIR ?? './.data', 'pglite'), { parsers: pgliteParsers })
-  return { query: async (name, values) => (await db.query<Row>(textOf(name), values)).rows, close: () => db.close() }
+  return {
+    query: async (name, params) => {
+      const { text, values } = statement(name, params)
+      return (await db.query<Row>(text, values)).rows
+    },
+    close: () => db.close()
+  }
 }
 
 interface Claims { sub: string, jti: string, ver: number, exp: number, iss: string, aud: string }
@@ -65,9 +72,9 @@ app.get('/tasks', async (request: FastifyRequest, reply: FastifyReply) => {
   const match = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')
   const claims = match?.[1] === undefined ? undefined : verify(match[1])
   if (claims === undefined) return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  const [user] = await query('user_for_token', [claims.sub, claims.jti])
+  const [user] = await query('user_for_token', { userId: claims.sub, jti: claims.jti })
   if (user === undefined || user.token_version !== claims.ver) return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  const rows = await query('tasks_page', [claims.sub, claims.sub, 50, 0])
+  const rows = await query('tasks_page', { userId: claims.sub, limit: 50, offset: 0 })
   reply.header('x-total-count', rows.length > 0 ? rows[0]!.total : 0)
   return {
     success: true,

@@ -150,14 +150,15 @@ export async function addUserTasks (sql: Sql, email: string, count: number): Pro
  * ends up running it.
  */
 export async function explainList (sql: Sql, userId: string): Promise<string> {
-  const text = preparedStatements().get('tasks_page')
-  if (text === undefined) throw new Error('the service has no tasks_page statement')
+  const statement = preparedStatements().get('tasks_page')
+  if (statement === undefined) throw new Error('the service has no tasks_page statement')
   const literal = `'${userId.replace(/'/g, "''")}'`
-  await sql.query(`prepare bench_tasks_page as ${text}`)
+  const values: Record<string, string> = { userId: literal, limit: '50', offset: '0' }
+  await sql.query(`prepare bench_tasks_page as ${statement.sql}`)
   await sql.query('set plan_cache_mode = force_generic_plan')
   try {
-    const rows = await sql.query<Record<string, string>>(`explain (analyze, buffers, costs off) execute bench_tasks_page(${literal}, ${literal}, 50, 0)`)
-    return [`-- ${text}`, ...rows.map((row) => Object.values(row)[0])].join('\n')
+    const rows = await sql.query<Record<string, string>>(`explain (analyze, buffers, costs off) execute bench_tasks_page(${statement.params.map((param) => values[param]).join(', ')})`)
+    return [`-- ${statement.sql}`, ...rows.map((row) => Object.values(row)[0])].join('\n')
   } finally {
     await sql.query('reset plan_cache_mode')
     await sql.query('deallocate bench_tasks_page')

@@ -7,7 +7,7 @@ import { resolve } from 'node:path'
 import { Kysely, PGliteDialect, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { preparedStatementName } from './prepared.js'
-import { pgliteParsers, pgTypes, UTC_SESSION } from './timestamps.js'
+import { pgliteParsers, pgTypes, SESSION_SETTINGS } from './timestamps.js'
 import type { Database } from './types.js'
 
 export interface DatabaseOptions {
@@ -49,10 +49,10 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       }
 
       // Kysely calls query(text, values); a prepared hot query's text goes out as its
-      // named statement instead.
+      // named statement instead. Every other form of call passes through untouched.
       override query (...args: unknown[]): never {
         const [text, values] = args
-        const name = prepared && args.length === 2 && typeof text === 'string' ? preparedStatementName(text) : undefined
+        const name = prepared && args.length === 2 && typeof text === 'string' && Array.isArray(values) ? preparedStatementName(text) : undefined
         const call = super.query as (...params: unknown[]) => never
         return name === undefined ? call.apply(this, args) : call.call(this, { name, text, values })
       }
@@ -66,11 +66,12 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       idleTimeoutMillis: 30_000,
       statement_timeout: options.statementTimeoutMs ?? 15_000,
       application_name: 'task-subscription-backend',
-      // Timestamps print in UTC, the form db/timestamps.ts reads without building a Date.
-      options: [new URL(options.url).searchParams.get('options'), UTC_SESSION].filter(Boolean).join(' '),
       types: pgTypes
     })
     pool.on('error', onError)
+    // Queued on the new client before anything else runs on it. (Not a startup option: a
+    // DATABASE_URL's own ?options= or PGOPTIONS would replace it.)
+    pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     return { db, kind: 'postgres', close: () => db.destroy() }
   }

@@ -4,6 +4,8 @@
 // parses and plans once per connection. Only queries whose SQL never changes shape belong
 // here; they name their columns rather than select *, so a column added by a later
 // migration cannot change a prepared statement's result type under a running instance.
+// They run as compiled here: a Kysely plugin added to the database instance later would
+// not rewrite them.
 import {
   DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type Compilable
 } from 'kysely'
@@ -23,14 +25,21 @@ class Marker {
   constructor (readonly key: string) {}
 }
 
-const statementNames = new Map<string, string>()
+export interface PreparedStatement {
+  name: string
+  sql: string
+  /** The parameter each $n stands for, in order. */
+  params: string[]
+}
+
+const statements = new Map<string, PreparedStatement>()
 
 /** The statement name of a prepared query's SQL, if it is one. */
-export const preparedStatementName = (sql: string): string | undefined => statementNames.get(sql)
+export const preparedStatementName = (sql: string): string | undefined => statements.get(sql)?.name
 
-/** Every prepared query's SQL by statement name (the benchmark's database ceiling runs the same). */
-export const preparedStatements = (): Map<string, string> =>
-  new Map([...statementNames].map(([sql, name]) => [name, sql]))
+/** Every prepared query by statement name (the benchmark's database ceiling runs the same). */
+export const preparedStatements = (): Map<string, PreparedStatement> =>
+  new Map([...statements.values()].map((statement) => [statement.name, statement]))
 
 export type PreparedQuery<P, R> = (db: Kysely<Database>, params: P) => Promise<R[]>
 
@@ -48,8 +57,9 @@ export function prepareQuery<P extends object, R> (
     if (!(value instanceof Marker)) throw new Error(`prepared query ${name}: the value ${String(value)} is not a parameter`)
     return value.key as keyof P
   })
-  if ([...statementNames.values()].includes(name)) throw new Error(`prepared query ${name} is defined twice`)
-  statementNames.set(compiled.sql, name)
+  if ([...statements.values()].some((statement) => statement.name === name)) throw new Error(`prepared query ${name} is defined twice`)
+  if (statements.has(compiled.sql)) throw new Error(`prepared query ${name} repeats ${statements.get(compiled.sql)!.name}`)
+  statements.set(compiled.sql, { name, sql: compiled.sql, params: slots.map(String) })
   return async (db, params) => {
     const { rows } = await db.executeQuery<R>({ ...compiled, parameters: slots.map((slot) => params[slot]) })
     return rows

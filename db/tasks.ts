@@ -24,30 +24,32 @@ const completedAtFor = (status: TaskStatus): RawBuilder<string | null> =>
 
 const TASK_COLUMNS = ['id', 'title', 'description', 'status', 'due_date', 'completed_at', 'created_at', 'updated_at'] as const
 
-interface PageParams { userId: string, status: TaskStatus, limit: number, offset: number }
+interface ListParams { userId: string, status?: TaskStatus, limit: number, offset: number }
+
+/** The user's tasks, of one status when `status` is given. */
+const ownTasks = (db: Kysely<Database>, userId: string, status?: TaskStatus) => {
+  const mine = db.selectFrom('tasks').where('user_id', '=', userId)
+  return status === undefined ? mine : mine.where('status', '=', status)
+}
+const countAll = sql<number>`count(*)::int`
 
 // GET /tasks in one round trip: the page, newest first, with the count of every matching
 // task beside each row (an uncorrelated subquery, computed once by an index-only scan).
-// Both walk an index on (user_id[, status], created_at desc, id desc).
-const pageOfTasks = (withStatus: boolean) => prepareQuery(withStatus ? 'tasks_page_by_status' : 'tasks_page',
-  (db, p: PageParams) => {
-    let matching = db.selectFrom('tasks').where('user_id', '=', p.userId)
-    let total = db.selectFrom('tasks').select(sql<number>`count(*)::int`.as('n')).where('user_id', '=', p.userId)
-    if (withStatus) {
-      matching = matching.where('status', '=', p.status)
-      total = total.where('status', '=', p.status)
-    }
-    return matching.select(TASK_COLUMNS).select(total.as('total'))
+// Both walk an index on (user_id[, status], created_at desc, id desc). A prepared query's
+// SQL is fixed, so the status filter makes a second statement rather than a branch.
+const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_status' : 'tasks_page',
+  (db, p: ListParams) => {
+    const status = byStatus ? p.status : undefined
+    return ownTasks(db, p.userId, status)
+      .select(TASK_COLUMNS)
+      .select(ownTasks(db, p.userId, status).select(countAll.as('n')).as('total'))
       .orderBy('created_at', 'desc').orderBy('id', 'desc')
       .limit(p.limit).offset(p.offset)
   })
-const countOfTasks = (withStatus: boolean) => prepareQuery(withStatus ? 'tasks_count_by_status' : 'tasks_count',
-  (db, p: Omit<PageParams, 'limit' | 'offset'>) => {
-    const total = db.selectFrom('tasks').select(sql<number>`count(*)::int`.as('total')).where('user_id', '=', p.userId)
-    return withStatus ? total.where('status', '=', p.status) : total
-  })
-const page = { all: pageOfTasks(false), byStatus: pageOfTasks(true) }
-const count = { all: countOfTasks(false), byStatus: countOfTasks(true) }
+const countQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_count_by_status' : 'tasks_count',
+  (db, p: Pick<ListParams, 'userId' | 'status'>) => ownTasks(db, p.userId, byStatus ? p.status : undefined).select(countAll.as('total')))
+const page = { all: pageQuery(false), byStatus: pageQuery(true) }
+const count = { all: countQuery(false), byStatus: countQuery(true) }
 
 export async function listTasks (
   db: Kysely<Database>,
@@ -56,11 +58,11 @@ export async function listTasks (
 ): Promise<{ tasks: Task[], total: number }> {
   const which = query.status === undefined ? 'all' : 'byStatus'
   // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
-  const params = { userId, status: query.status ?? 'todo', limit: query.limit ?? 50, offset: query.offset ?? 0 }
+  const params: ListParams = { userId, status: query.status, limit: query.limit ?? 50, offset: query.offset ?? 0 }
   const rows = await page[which](db, params)
-  if (rows.length > 0) return { tasks: rows.map(toTask), total: Number(rows[0]!.total) }
-  // An empty page says nothing of the total only when it starts past the end.
-  if (params.offset === 0) return { tasks: [], total: 0 }
+  if (rows.length > 0) return { tasks: rows.map(toTask), total: rows[0]!.total ?? 0 }
+  // An empty first page means no task matches; any other empty page has to count.
+  if (params.offset === 0 && params.limit > 0) return { tasks: [], total: 0 }
   const [counted] = await count[which](db, params)
   return { tasks: [], total: counted?.total ?? 0 }
 }

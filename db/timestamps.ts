@@ -1,9 +1,10 @@
 // timestamptz columns are read as the ISO-8601 strings the API sends (2026-11-23T05:08:02.519Z),
 // straight from PostgreSQL's text form (2026-11-23 05:08:02.519123+00): no Date is built
 // and formatted back for each of the four timestamps of each task in a page. Sessions run
-// in UTC (db/connect.ts), so the fast path covers every value; any other offset, a year past
-// 9999 or BC goes the long way through Date, with the same result. Fractions are truncated
-// to milliseconds, as a Date would.
+// in UTC with DateStyle ISO (SESSION_SETTINGS, run by db/connect.ts on every new connection),
+// so the fast path covers every value; any other offset, a year past 9999 or BC goes the long
+// way through Date, with the same result. Fractions are truncated to milliseconds, as a Date
+// would.
 import pg from 'pg'
 
 export const TIMESTAMPTZ_OID = 1184
@@ -19,8 +20,11 @@ export const pgTypes = {
 /** PGlite's `parsers` option (its sessions are in UTC already). */
 export const pgliteParsers = { [TIMESTAMPTZ_OID]: (text: string) => timestamptzToIso(text) }
 
-/** The startup option that makes a PostgreSQL session print timestamps in UTC. */
-export const UTC_SESSION = '-c TimeZone=UTC'
+/**
+ * Run on every new connection: timestamps printed in UTC, in the ISO style both paths of
+ * timestamptzToIso read, whatever the server's or the URL's defaults.
+ */
+export const SESSION_SETTINGS = "set time zone 'UTC'; set datestyle to 'ISO'"
 
 export function timestamptzToIso (text: string): string {
   const end = text.length - 3

@@ -5,7 +5,6 @@ import type { ColumnType, Generated, Insertable, Selectable } from 'kysely'
 // Read as ISO-8601 strings (db/timestamps.ts); written as a Date or a string.
 type Timestamp = ColumnType<string, Date | string | undefined, Date | string>
 type NullableTimestamp = ColumnType<string | null, Date | string | null | undefined, Date | string | null>
-type CreatedAt = ColumnType<string, Date | string | undefined, Date | string>
 
 export type TaskStatus = 'todo' | 'in-progress' | 'completed'
 export const TASK_STATUSES: readonly TaskStatus[] = ['todo', 'in-progress', 'completed']
@@ -19,7 +18,7 @@ export interface UsersTable {
   email_verified: NullableTimestamp
   /** Bumped on a password change; tokens carry it as `ver`, older ones stop working. */
   token_version: Generated<number>
-  created_at: CreatedAt
+  created_at: Timestamp
   updated_at: Timestamp
 }
 
@@ -40,7 +39,7 @@ export interface UserPreferencesTable {
   payment_current_period_end: NullableTimestamp
   cancel_at_period_end: Generated<boolean>
   payment_state_at: NullableTimestamp
-  created_at: CreatedAt
+  created_at: Timestamp
   updated_at: Timestamp
 }
 
@@ -52,7 +51,7 @@ export interface TasksTable {
   status: Generated<TaskStatus>
   due_date: NullableTimestamp
   completed_at: NullableTimestamp
-  created_at: CreatedAt
+  created_at: Timestamp
   updated_at: Timestamp
 }
 
@@ -67,14 +66,14 @@ export interface UsageEventsTable {
   user_id: string
   name: string
   properties: ColumnType<Record<string, unknown>, string, string>
-  created_at: CreatedAt
+  created_at: Timestamp
 }
 
 export interface PaymentEventsTable {
   id: string
   type: string
   provider_created_at: Timestamp
-  received_at: CreatedAt
+  received_at: Timestamp
 }
 
 export interface Database {

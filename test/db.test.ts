@@ -14,6 +14,16 @@ const { db } = handle
 
 const newUser = (label: string) => ({ id: randomUUID(), email: `${label}-${randomUUID().slice(0, 8)}@example.com`, password: 'x', updated_at: new Date() })
 
+t.test('timestamps are read as ISO-8601 strings in UTC, whatever zone the literal names', async (t) => {
+  const { rows: [row] } = await sql<{ fixed: string, micro: string, now: string, zone: string }>`
+    select '2026-11-23 10:38:02.519123+05:30'::timestamptz as fixed, '2026-11-23 05:08:02.000001+00'::timestamptz as micro,
+      now() as now, current_setting('TimeZone') as zone`.execute(db)
+  t.equal(row?.fixed, '2026-11-23T05:08:02.519Z')
+  t.equal(row?.micro, '2026-11-23T05:08:02.000Z')
+  t.match(row?.now, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+  t.equal(row?.zone, 'UTC', 'the session runs in UTC')
+})
+
 t.test('migrations are idempotent: a second run applies nothing', async (t) => {
   const { results } = await migrateToLatest(db)
   t.same(results, [])

@@ -1,6 +1,7 @@
 // The hot queries run as named statements on a real PostgreSQL server (db/prepared.ts),
 // survive a migration that adds columns under them, and can be turned off for poolers
-// that cannot keep them. (Runs against DATABASE_URL's server, or the local one.)
+// that cannot keep them; sessions run in UTC whatever the URL asks. (Runs against
+// DATABASE_URL's server, or the local one.)
 import { sql, type Kysely } from 'kysely'
 import t from 'tap'
 import type { Database } from '../db/types.js'
@@ -21,6 +22,10 @@ t.test('GET /tasks runs prepared statements, also after a migration adds columns
   t.equal(before.statusCode, 200)
   t.same(json(before).data.map((task: { title: string }) => task.title), ['two', 'one'])
   t.match(await prepared(app.db), ['tasks_page', 'user_for_token'], 'the page and the token check are prepared')
+  const filteredPast = await app.inject({ method: 'GET', url: '/tasks?status=todo&offset=5', headers: user.auth })
+  t.same(json(filteredPast).data, [])
+  t.equal(filteredPast.headers['x-total-count'], '2', 'counted by the fallback statement')
+  t.same(await prepared(app.db), ['tasks_count_by_status', 'tasks_page', 'tasks_page_by_status', 'user_for_token'])
 
   // What a newer instance's migration might do while this one serves.
   await sql`alter table tasks add column later_column text`.execute(app.db)
@@ -29,6 +34,20 @@ t.test('GET /tasks runs prepared statements, also after a migration adds columns
   t.equal(after.statusCode, 200, 'no "cached plan must not change result type"')
   t.same(json(after).data, json(before).data)
   t.equal(after.headers['x-total-count'], '2')
+})
+
+t.test('sessions run in UTC with ISO dates, also when the URL sets options of its own', async (t) => {
+  const { url } = await serverDatabase(t, 'session')
+  url.searchParams.set('options', '-c TimeZone=America/New_York -c DateStyle=SQL,DMY')
+  const app = await build(t, { DATABASE_URL: url.toString() })
+  const { rows: [row] } = await sql<{ zone: string, style: string, at: string }>`
+    select current_setting('TimeZone') as zone, current_setting('DateStyle') as style, '2026-11-23 05:08:02.519+00'::timestamptz as at`.execute(app.db)
+  t.equal(row?.zone, 'UTC')
+  t.match(row?.style, /^ISO/)
+  t.equal(row?.at, '2026-11-23T05:08:02.519Z')
+  const user = await registerUser(app)
+  const me = await app.inject({ method: 'GET', url: '/auth/me', headers: user.auth })
+  t.match(json(me).data.createdAt, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
 })
 
 t.test('DATABASE_PREPARED_STATEMENTS=false: the same answers, nothing prepared', async (t) => {
