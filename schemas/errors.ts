@@ -18,7 +18,8 @@ export const NoActiveSubscriptionError = createError('APP_NO_ACTIVE_SUBSCRIPTION
 export const InvalidSignatureError = createError('APP_INVALID_SIGNATURE', 'Invalid signature', 400)
 export const RateLimitedError = createError('APP_RATE_LIMITED', 'Too many requests', 429)
 export const ServiceUnavailableError = createError('APP_SERVICE_UNAVAILABLE', 'Service unavailable', 503)
-/** Shed at once because a bounded queue is full (password hashing); answered with Retry-After. */
+/** Shed at once because a bounded queue is full (password hashing); answered with Retry-After,
+ * as load shedding (plugins/external/under-pressure.ts) answers. */
 export const BusyError = createError('APP_BUSY', 'Service unavailable', 503)
 export const BUSY_RETRY_AFTER_SECONDS = 5
 

@@ -104,6 +104,11 @@ t.test('a full password-hashing queue answers 503 with Retry-After at once, befo
     t.equal(shed.retryAfter, '5')
   }
   t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'once the queue drains, sign-ins are served again')
+
+  // No queue at all: only what the thread is hashing is served.
+  const unqueued = await build(t, { BCRYPT_WORKERS: '1', BCRYPT_QUEUE_MAX: '0' })
+  const statuses = (await Promise.all(Array.from({ length: 3 }, () => login(unqueued, uniqueEmail(), ip())))).map((res) => res.statusCode)
+  t.same(statuses.sort(), [401, 503, 503], 'BCRYPT_QUEUE_MAX=0 sheds too (not a 500)')
 })
 
 t.test('security headers suit a JSON API', async (t) => {
@@ -185,6 +190,8 @@ t.test('an overloaded event loop sheds load with 503 + Retry-After; /health stay
   t.ok(shed, 'a request was shed')
   t.same(json(shed!.res), { success: false, error: 'Service unavailable' })
   t.equal(shed!.res.headers['retry-after'], '5')
+  t.equal(shed!.res.headers['x-content-type-options'], 'nosniff', 'a plugin\'s own 503 carries the security headers')
+  t.match(shed!.res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'and the request id')
   t.equal(shed!.health.statusCode, 200, 'liveness is not load-shed')
 })
 

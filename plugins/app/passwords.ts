@@ -11,6 +11,8 @@ import type { BcryptTask } from './bcrypt.worker.js'
 
 export const BCRYPT_ROUNDS = 12
 const SHED_WARNING_INTERVAL_MS = 10_000
+// piscina's refusals: the queue is full, or (BCRYPT_QUEUE_MAX=0) there is none and every thread is busy.
+const QUEUE_FULL = new Set(['Task queue is at limit', 'No task queue available and all Workers are busy'])
 // A valid 12-round hash of a random string nobody knows.
 const DUMMY_HASH = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
 
@@ -48,7 +50,7 @@ export default fp(async function passwords (fastify) {
     try {
       return await pool.run(task) as T
     } catch (err) {
-      if ((err as Error).message === 'Task queue is at limit') {
+      if (QUEUE_FULL.has((err as Error).message)) {
         shed++
         if (Date.now() - lastWarning >= SHED_WARNING_INTERVAL_MS) {
           fastify.log.warn({ shed, queue: pool.queueSize }, 'password hashing queue full: shedding')
