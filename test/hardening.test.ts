@@ -111,6 +111,28 @@ t.test('a full password-hashing queue answers 503 with Retry-After at once, befo
   t.same(statuses.sort(), [401, 503, 503], 'BCRYPT_QUEUE_MAX=0 sheds too (not a 500)')
 })
 
+t.test('a shed sign-in or sign-up costs no database query', async (t) => {
+  const app = await build(t, { BCRYPT_WORKERS: '1', BCRYPT_QUEUE_MAX: '0' })
+  const known = await registerUser(app)
+  // Count what the auth routes ask of the users table from here on.
+  const tables: string[] = []
+  const selectFrom = app.db.selectFrom.bind(app.db)
+  Object.assign(app.db, { selectFrom: (table: any) => { tables.push(String(table)); return selectFrom(table) } })
+  t.teardown(() => { Reflect.deleteProperty(app.db, 'selectFrom') })
+
+  const hashing = app.passwords.verify('occupies the only thread', undefined)
+  const signIn = await login(app, known.email, ip())
+  const signUp = await app.inject({ method: 'POST', url: '/auth/register', remoteAddress: ip(), payload: { email: uniqueEmail('shed'), password: 'correct horse battery' } })
+  t.same([signIn.statusCode, signUp.statusCode], [503, 503])
+  t.same(json(signUp), { success: false, error: 'Service unavailable' })
+  t.equal(signIn.headers['retry-after'], '5')
+  t.same(tables, [], 'neither looked the email up')
+  t.equal(await hashing, false)
+
+  t.equal((await login(app, known.email, ip())).statusCode, 401, 'with the thread free again, sign-in is served')
+  t.same(tables, ['users'], 'and looks the user up')
+})
+
 t.test('security headers suit a JSON API', async (t) => {
   const app = await build(t)
   for (const url of ['/nope', '/health']) {

@@ -17,6 +17,9 @@ const QUEUE_FULL = new Set(['Task queue is at limit', 'No task queue available a
 const DUMMY_HASH = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
 
 export interface Passwords {
+  /** Throws BusyError (503) when the pool can take no more work: call it before any other
+   * work of a request that will hash, so a shed request costs no database round trip. */
+  admit: () => void
   hash: (password: string) => Promise<string>
   verify: (password: string, hash: string | undefined) => Promise<boolean>
 }
@@ -46,24 +49,36 @@ export default fp(async function passwords (fastify) {
   // exactly when a line per request would flood the log.
   let shed = 0
   let lastWarning = 0
+  const busy = (): Error => {
+    shed++
+    if (Date.now() - lastWarning >= SHED_WARNING_INTERVAL_MS) {
+      fastify.log.warn({ shed, queue: pool.queueSize }, 'password hashing queue full: shedding')
+      shed = 0
+      lastWarning = Date.now()
+    }
+    return new BusyError()
+  }
+
+  // Tasks hashing or waiting: piscina refuses a task beyond one per thread plus the queue.
+  const capacity = threads + fastify.config.BCRYPT_QUEUE_MAX
+  let inPool = 0
   const run = async <T extends string | boolean>(task: BcryptTask): Promise<T> => {
+    inPool++
     try {
       return await pool.run(task) as T
     } catch (err) {
-      if (QUEUE_FULL.has((err as Error).message)) {
-        shed++
-        if (Date.now() - lastWarning >= SHED_WARNING_INTERVAL_MS) {
-          fastify.log.warn({ shed, queue: pool.queueSize }, 'password hashing queue full: shedding')
-          shed = 0
-          lastWarning = Date.now()
-        }
-        throw new BusyError()
-      }
+      // A race between admit() and here, or a thread not yet started, still sheds.
+      if (QUEUE_FULL.has((err as Error).message)) throw busy()
       throw err
+    } finally {
+      inPool--
     }
   }
 
   fastify.decorate('passwords', {
+    admit () {
+      if (inPool >= capacity) throw busy()
+    },
     hash: (password: string) => run<string>({ op: 'hash', password, rounds: BCRYPT_ROUNDS }),
     async verify (password: string, hash: string | undefined) {
       const matches = await run<boolean>({ op: 'compare', password, hash: hash ?? DUMMY_HASH })

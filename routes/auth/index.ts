@@ -50,6 +50,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const { password } = request.body
     if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL])
+    passwords.admit()
     const email = normalizeEmail(request.body.email)
     // Cheap early answer; the unique key below is what settles a race.
     if (await findUserByEmail(db, email)) throw new EmailTakenError()
@@ -80,6 +81,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const { password } = request.body
     if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL], 'Invalid input')
+    passwords.admit()
     const user = await findUserByEmail(db, normalizeEmail(request.body.email))
     const matches = await passwords.verify(password, user?.password)
     if (!matches || user === undefined) throw new InvalidCredentialsError()
