@@ -11,15 +11,15 @@ import { LogController, type FastifyError, type FastifyInstance, type FastifySer
 import responseHeaders from './plugins/response-headers.js'
 import { trustProxy, type AppConfig } from './schemas/config.js'
 import { isDatabaseUnavailable } from './db/connect.js'
-import { BUSY_RETRY_AFTER_SECONDS, formatValidationDetails, isAppError, ValidationError } from './schemas/errors.js'
+import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode } from './schemas/errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     config: AppConfig
   }
   interface FastifyContextConfig {
-    /** The `error` text for schema validation failures (default `Validation failed`). */
-    validationError?: string
+    /** The code of schema validation failures (default `VALIDATION_FAILED`; the login form's is `INVALID_INPUT`). */
+    validationCode?: 'VALIDATION_FAILED' | 'INVALID_INPUT'
     /** false: no per-request log line (health checks). */
     logRequest?: boolean
   }
@@ -131,12 +131,15 @@ function containsNul (root: unknown): boolean {
   return false
 }
 
-const fastifyClientErrors: Record<string, [number, string]> = {
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'Unsupported media type'],
-  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'Payload too large'],
-  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'Invalid JSON body'],
-  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'Invalid JSON body'],
-  FST_UNDER_PRESSURE: [503, 'Service unavailable']
+const isEmptyJson = (value: unknown): boolean =>
+  value === null || (typeof value === 'object' && !Array.isArray(value) && Object.keys(value as object).length === 0)
+
+// Fastify's own refusals, by their error code.
+const fastifyClientErrors: Record<string, ErrorCode> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'UNSUPPORTED_MEDIA_TYPE',
+  FST_ERR_CTP_BODY_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'INVALID_JSON',
+  FST_ERR_CTP_INVALID_JSON_BODY: 'INVALID_JSON'
 }
 
 export default async function serviceApp (fastify: FastifyInstance, opts: AppOptions) {
@@ -144,32 +147,32 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
 
   // Set before any plugin or route, so every encapsulated context inherits them.
   fastify.setErrorHandler(function (err: FastifyError, request, reply) {
-    const send = (status: number, error: string, details?: string[]) =>
-      reply.code(status).send(details === undefined ? { success: false, error } : { success: false, error, details })
+    const send = (code: ErrorCode, details?: string[]) => reply.code(ERROR_CATALOG[code][0]).send(errorBody(code, details))
 
     if (err.validation) {
-      const error = request.routeOptions.config.validationError ?? 'Validation failed'
-      return send(400, error, formatValidationDetails(err.validation, err.validationContext))
+      return send(request.routeOptions.config.validationCode ?? 'VALIDATION_FAILED', formatValidationDetails(err.validation, err.validationContext))
     }
-    if (err instanceof ValidationError) return send(400, err.message, err.details)
-    if (err.code === 'APP_BUSY') reply.header('retry-after', String(BUSY_RETRY_AFTER_SECONDS))
-    if (isAppError(err)) return send(err.statusCode ?? 500, err.message)
+    if (err instanceof ValidationError) return send(err.code, err.details)
+    if (isAppError(err)) {
+      if (err.code === 'OVERLOADED') reply.header('retry-after', String(BUSY_RETRY_AFTER_SECONDS))
+      return send(err.code)
+    }
     const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]
-    if (known) return send(known[0], known[1])
+    if (known) return send(known)
     // The JSON parsers' errors carry 400 but no code (a SyntaxError, or the raw-body parser's empty-body error).
-    if (err.statusCode === 400 && (err instanceof SyntaxError || err.message.startsWith('Body cannot be empty'))) return send(400, 'Invalid JSON body')
+    if (err.statusCode === 400 && (err instanceof SyntaxError || err.message.startsWith('Body cannot be empty'))) return send('INVALID_JSON')
     if (isDatabaseUnavailable(err)) {
       request.log.error({ err: { message: err.message, code: err.code } }, 'database unavailable')
-      return send(503, 'Service unavailable')
+      return send('SERVICE_UNAVAILABLE')
     }
     const status = err.statusCode ?? 500
-    if (status >= 400 && status < 500) return send(status, status === 404 ? 'Not found' : 'Bad request')
+    if (status >= 400 && status < 500) return send(status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST')
     request.log.error({ err }, 'unexpected error')
-    return send(500, 'Internal server error')
+    return send('INTERNAL_ERROR')
   })
 
   fastify.setNotFoundHandler(function (_request, reply) {
-    return reply.code(404).send({ success: false, error: 'Not found' })
+    return reply.code(404).send(errorBody('NOT_FOUND'))
   })
 
   // JSON only: a text/plain body on a JSON route is a 415, not a string handed to validation.
@@ -179,9 +182,18 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
   const parseJson = fastify.getDefaultJsonParser('error', 'error')
   fastify.removeContentTypeParser('application/json')
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    parseJson(request, body as string, (err: Error | null, value?: unknown) => {
+    const text = body as string
+    // Browser fetch wrappers send `Content-Type: application/json` on body-less calls too
+    // (sign-out, deletes): on a route that takes no body, an empty body is no body. Any
+    // other body there is refused rather than silently ignored; `{}` and `null` say nothing.
+    // An unknown route answers 404 whatever its body.
+    if (request.is404) return done(null, undefined)
+    const bodyless = request.routeOptions.schema?.body === undefined
+    if (bodyless && text.trim() === '') return done(null, undefined)
+    parseJson(request, text, (err: Error | null, value?: unknown) => {
       if (err) return done(err)
-      if ((body as string).includes('\\u0000') && containsNul(value)) return done(new ValidationError(['Must not contain NUL characters - body']))
+      if (bodyless) return isEmptyJson(value) ? done(null, undefined) : done(new ValidationError(['This operation takes no body - body']))
+      if (text.includes('\\u0000') && containsNul(value)) return done(new ValidationError(['Must not contain NUL characters - body']))
       done(null, value)
     })
   })

@@ -4,13 +4,13 @@
 // read by the same decoder — with plain `pg` (pool 10), or the embedded database when
 // DATABASE_URL is unset. It verifies the HS256 token with node:crypto, loads the user named
 // by the token (the revocation check folded in, as the service does), then the first page
-// of their tasks with the total beside it. Started by bench/run.ts in a child process.
+// of their tasks with the counts beside it. Started by bench/run.ts in a child process.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import pg from 'pg'
 import '../db/tasks.js'
-import '../db/users.js'
+import { earliestTokenIat } from '../db/users.js'
 import { preparedStatements } from '../db/prepared.js'
 import { pgliteParsers, pgTypes, SESSION_SETTINGS } from '../db/timestamps.js'
 
@@ -49,7 +49,7 @@ async function connect (): Promise<{ query: Query, close: () => Promise<void> }>
   }
 }
 
-interface Claims { sub: string, jti: string, ver: number, exp: number, iss: string, aud: string }
+interface Claims { sub: string, jti: string, iat: number, exp: number, iss: string, aud: string }
 
 function verify (token: string): Claims | undefined {
   const [header, payload, signature] = token.split('.')
@@ -73,21 +73,30 @@ app.get('/tasks', async (request: FastifyRequest, reply: FastifyReply) => {
   const claims = match?.[1] === undefined ? undefined : verify(match[1])
   if (claims === undefined) return reply.code(401).send({ success: false, error: 'Unauthorized' })
   const [user] = await query('user_for_token', { userId: claims.sub, jti: claims.jti })
-  if (user === undefined || user.token_version !== claims.ver) return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  const rows = await query('tasks_page', { userId: claims.sub, limit: 50, offset: 0 })
-  reply.header('x-total-count', rows.length > 0 ? rows[0]!.total : 0)
+  if (user === undefined || claims.iat < earliestTokenIat(user as { password_changed_at: string | null })) {
+    return reply.code(401).send({ success: false, error: 'Unauthorized' })
+  }
+  const rows = await query('tasks_page', { userId: claims.sub, limit: 1000, offset: 0 })
+  const first = rows[0]!
+  reply.header('x-total-count', first.total)
   return {
     success: true,
-    data: rows.map((row) => ({
-      id: row.id,
-      title: row.title,
-      description: row.description,
-      status: row.status,
-      dueDate: row.due_date,
-      completedAt: row.completed_at,
-      createdAt: row.created_at,
-      updatedAt: row.updated_at
-    }))
+    data: first.id === null
+      ? []
+      : rows.map((row) => ({
+        id: row.id,
+        title: row.title,
+        description: row.description,
+        status: row.status,
+        dueDate: row.due_date,
+        completedAt: row.completed_at,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at
+      })),
+    total: first.total,
+    todo: first.todo,
+    inProgress: first.in_progress,
+    completed: first.completed
   }
 })
 

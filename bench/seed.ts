@@ -145,7 +145,7 @@ export async function addUserTasks (sql: Sql, email: string, count: number): Pro
 }
 
 /**
- * EXPLAIN ANALYZE of the statement GET /tasks runs for this user (its page with the total),
+ * EXPLAIN ANALYZE of the statement GET /tasks runs for this user (its page with the counts),
  * prepared from the service's own SQL and planned generically, as a long-lived connection
  * ends up running it.
  */
@@ -153,7 +153,7 @@ export async function explainList (sql: Sql, userId: string): Promise<string> {
   const statement = preparedStatements().get('tasks_page')
   if (statement === undefined) throw new Error('the service has no tasks_page statement')
   const literal = `'${userId.replace(/'/g, "''")}'`
-  const values: Record<string, string> = { userId: literal, limit: '50', offset: '0' }
+  const values: Record<string, string> = { userId: literal, limit: '1000', offset: '0' }
   await sql.query(`prepare bench_tasks_page as ${statement.sql}`)
   await sql.query('set plan_cache_mode = force_generic_plan')
   try {

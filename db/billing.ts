@@ -1,5 +1,6 @@
 // Billing state in user_preferences, and the ledger of applied provider events.
 import { sql, type Kysely } from 'kysely'
+import type { Subscription } from '../schemas/billing.js'
 import type { Database, PreferencesRow } from './types.js'
 
 /** Statuses in which the user has what they paid for. */
@@ -8,23 +9,28 @@ export const isLive = (status: string | null): boolean => (LIVE_STATUSES as read
 /** Plan is `pro` while the subscription is live, else `free`. */
 export const planFor = (status: string | null): 'pro' | 'free' => isLive(status) ? 'pro' : 'free'
 
-export interface StoredSubscription {
-  plan: string
-  status: string | null
-  subscriptionId: string | null
-  priceId: string | null
-  currentPeriodEnd: string | null
-  cancelAtPeriodEnd: boolean
+export const toStoredSubscription = (row: PreferencesRow): Subscription => {
+  const plan = row.plan as Subscription['plan']
+  return {
+    plan,
+    status: row.payment_subscription_status,
+    subscriptionId: row.payment_subscription_id,
+    priceId: row.payment_price_id,
+    currentPeriodEnd: row.payment_current_period_end,
+    cancelAtPeriodEnd: row.cancel_at_period_end,
+    subscription: row.payment_subscription_id === null
+      ? null
+      : {
+          id: row.payment_subscription_id,
+          customerId: row.payment_customer_id,
+          status: row.payment_subscription_status,
+          priceId: row.payment_price_id,
+          currentPeriodEnd: row.payment_current_period_end,
+          cancelAtPeriodEnd: row.cancel_at_period_end,
+          plan
+        }
+  }
 }
-
-export const toStoredSubscription = (row: PreferencesRow): StoredSubscription => ({
-  plan: row.plan,
-  status: row.payment_subscription_status,
-  subscriptionId: row.payment_subscription_id,
-  priceId: row.payment_price_id,
-  currentPeriodEnd: row.payment_current_period_end,
-  cancelAtPeriodEnd: row.cancel_at_period_end
-})
 
 /**
  * Stores the customer id unless one is stored already; returns the one that is stored

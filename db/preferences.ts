@@ -1,22 +1,39 @@
 // Preferences: one row per user. The user-editable fields only; billing writes its own.
 import { sql, type Kysely } from 'kysely'
-import type { Preferences, UpdatePreferencesBody } from '../schemas/preferences.js'
-import type { Database, PreferencesRow } from './types.js'
+import type { Preferences, Toggle } from '../schemas/preferences.js'
+import type { Database, PreferencesRow, TaskStatus } from './types.js'
+
+const toggle = (on: boolean): Toggle => on ? 'enabled' : 'disabled'
 
 export const toPreferences = (row: PreferencesRow): Preferences => ({
-  theme: row.theme,
+  theme: row.theme as Preferences['theme'],
   language: row.language,
-  plan: row.plan,
+  timezone: row.timezone,
+  plan: row.plan as Preferences['plan'],
   defaultStatus: row.default_status,
-  emailNotifications: row.email_notifications,
-  taskReminders: row.task_reminders,
-  weeklyDigest: row.weekly_digest,
+  defaultTaskStatus: row.default_status,
+  emailNotifications: toggle(row.email_notifications),
+  taskReminders: toggle(row.task_reminders),
+  weeklyDigest: toggle(row.weekly_digest),
+  pushNotifications: toggle(row.push_notifications),
   paymentCustomerId: row.payment_customer_id,
   paymentSubscriptionId: row.payment_subscription_id,
   paymentSubscriptionStatus: row.payment_subscription_status,
   paymentPriceId: row.payment_price_id,
   paymentCurrentPeriodEnd: row.payment_current_period_end
 })
+
+/** The user-editable fields; undefined leaves a field as it is. */
+export interface PreferenceChanges {
+  theme?: Preferences['theme']
+  language?: string
+  timezone?: string | null
+  defaultStatus?: TaskStatus
+  emailNotifications?: boolean
+  taskReminders?: boolean
+  weeklyDigest?: boolean
+  pushNotifications?: boolean
+}
 
 /** The user's preferences, creating the default row when there is none. */
 export async function getOrCreatePreferences (db: Kysely<Database>, userId: string): Promise<PreferencesRow> {
@@ -29,16 +46,18 @@ export async function getOrCreatePreferences (db: Kysely<Database>, userId: stri
   return db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirstOrThrow()
 }
 
-export async function updatePreferences (db: Kysely<Database>, userId: string, changes: UpdatePreferencesBody): Promise<PreferencesRow> {
+export async function updatePreferences (db: Kysely<Database>, userId: string, changes: PreferenceChanges): Promise<PreferencesRow> {
   await getOrCreatePreferences(db, userId)
   return db.updateTable('user_preferences')
     .set({
       ...(changes.theme !== undefined && { theme: changes.theme }),
       ...(changes.language !== undefined && { language: changes.language }),
+      ...(changes.timezone !== undefined && { timezone: changes.timezone }),
       ...(changes.defaultStatus !== undefined && { default_status: changes.defaultStatus }),
       ...(changes.emailNotifications !== undefined && { email_notifications: changes.emailNotifications }),
       ...(changes.taskReminders !== undefined && { task_reminders: changes.taskReminders }),
       ...(changes.weeklyDigest !== undefined && { weekly_digest: changes.weeklyDigest }),
+      ...(changes.pushNotifications !== undefined && { push_notifications: changes.pushNotifications }),
       updated_at: sql`now()`
     })
     .where('user_id', '=', userId)

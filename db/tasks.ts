@@ -1,5 +1,5 @@
 // Tasks, always scoped to their owner: every query takes the user id.
-import { sql, type Kysely, type RawBuilder } from 'kysely'
+import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely'
 import type { CreateTaskBody, Task, UpdateTaskBody } from '../schemas/tasks.js'
 import { prepareQuery } from './prepared.js'
 import type { Database, TaskRow, TaskStatus } from './types.js'
@@ -26,45 +26,65 @@ const TASK_COLUMNS = ['id', 'title', 'description', 'status', 'due_date', 'compl
 
 interface ListParams { userId: string, status?: TaskStatus, limit: number, offset: number }
 
+export interface TaskCounts {
+  /** Tasks matching the filter (all of them without one), ignoring limit and offset. */
+  total: number
+  /** All of the user's tasks by status, ignoring the filter. */
+  todo: number
+  inProgress: number
+  completed: number
+}
+
 /** The user's tasks, of one status when `status` is given. */
-const ownTasks = (db: Kysely<Database>, userId: string, status?: TaskStatus) => {
+const ownTasks = (db: QueryCreator<Database>, userId: string, status?: TaskStatus) => {
   const mine = db.selectFrom('tasks').where('user_id', '=', userId)
   return status === undefined ? mine : mine.where('status', '=', status)
 }
-const countAll = sql<number>`count(*)::int`
+const countWhere = (status: TaskStatus) => sql<number>`(count(*) filter (where status = ${sql.lit(status)}))::int`
 
-// GET /tasks in one round trip: the page, newest first, with the count of every matching
-// task beside each row (an uncorrelated subquery, computed once by an index-only scan).
-// Both walk an index on (user_id[, status], created_at desc, id desc). A prepared query's
-// SQL is fixed, so the status filter makes a second statement rather than a branch.
+// GET /tasks in one round trip: the counts (one index-only scan of the user's tasks with
+// FILTER aggregates), then the page beside them, newest first, walking an index on
+// (user_id[, status], created_at desc, id desc). The counts are the outer row, so a user
+// with no matching task still gets one row: the counts, with the task columns null. A
+// prepared query's SQL is fixed, so the status filter makes a second statement rather
+// than a branch.
 const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_status' : 'tasks_page',
   (db, p: ListParams) => {
     const status = byStatus ? p.status : undefined
-    return ownTasks(db, p.userId, status)
-      .select(TASK_COLUMNS)
-      .select(ownTasks(db, p.userId, status).select(countAll.as('n')).as('total'))
-      .orderBy('created_at', 'desc').orderBy('id', 'desc')
-      .limit(p.limit).offset(p.offset)
+    return db
+      .with('counts', (db) => ownTasks(db, p.userId).select([
+        (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
+        countWhere('todo').as('todo'),
+        countWhere('in-progress').as('in_progress'),
+        countWhere('completed').as('completed')
+      ]))
+      .selectFrom('counts')
+      .leftJoinLateral(
+        ownTasks(db, p.userId, status)
+          .select(TASK_COLUMNS)
+          .orderBy('created_at', 'desc').orderBy('id', 'desc')
+          .limit(p.limit).offset(p.offset)
+          .as('page'),
+        (join) => join.onTrue())
+      .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed'])
+      .select(TASK_COLUMNS.map((column) => `page.${column}` as const))
+      .orderBy('page.created_at', 'desc').orderBy('page.id', 'desc')
   })
-const countQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_count_by_status' : 'tasks_count',
-  (db, p: Pick<ListParams, 'userId' | 'status'>) => ownTasks(db, p.userId, byStatus ? p.status : undefined).select(countAll.as('total')))
 const page = { all: pageQuery(false), byStatus: pageQuery(true) }
-const count = { all: countQuery(false), byStatus: countQuery(true) }
 
 export async function listTasks (
   db: Kysely<Database>,
   userId: string,
   query: { status?: TaskStatus, limit?: number, offset?: number }
-): Promise<{ tasks: Task[], total: number }> {
-  const which = query.status === undefined ? 'all' : 'byStatus'
+): Promise<{ tasks: Task[], counts: TaskCounts }> {
   // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
-  const params: ListParams = { userId, status: query.status, limit: query.limit ?? 50, offset: query.offset ?? 0 }
-  const rows = await page[which](db, params)
-  if (rows.length > 0) return { tasks: rows.map(toTask), total: rows[0]!.total ?? 0 }
-  // An empty first page means no task matches; any other empty page has to count.
-  if (params.offset === 0 && params.limit > 0) return { tasks: [], total: 0 }
-  const [counted] = await count[which](db, params)
-  return { tasks: [], total: counted?.total ?? 0 }
+  const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
+  const rows = await page[query.status === undefined ? 'all' : 'byStatus'](db, params)
+  const first = rows[0]!
+  const counts = { total: first.total, todo: first.todo, inProgress: first.in_progress, completed: first.completed }
+  // No task on the page: the one row carries only the counts.
+  if (first.id === null) return { tasks: [], counts }
+  return { tasks: rows.map((row) => toTask(row as TaskFields)), counts }
 }
 
 export async function findTaskForUser (db: Kysely<Database>, userId: string, id: number): Promise<Task | undefined> {

@@ -16,8 +16,8 @@ export interface UsersTable {
   password: string
   image: string | null
   email_verified: NullableTimestamp
-  /** Bumped on a password change; tokens carry it as `ver`, older ones stop working. */
-  token_version: Generated<number>
+  /** The last password change: tokens issued before it (by `iat`) stop working. */
+  password_changed_at: NullableTimestamp
   created_at: Timestamp
   updated_at: Timestamp
 }
@@ -32,6 +32,8 @@ export interface UserPreferencesTable {
   email_notifications: Generated<boolean>
   task_reminders: Generated<boolean>
   weekly_digest: Generated<boolean>
+  push_notifications: Generated<boolean>
+  timezone: string | null
   payment_customer_id: string | null
   payment_subscription_id: string | null
   payment_subscription_status: string | null

@@ -38,7 +38,7 @@ export function findUserById (db: Kysely<Database>, id: string): Promise<UserRow
   return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst()
 }
 
-const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'token_version', 'created_at', 'updated_at'] as const
+const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
 
 // The user a token names, unless that token was revoked: one round trip per
 // authenticated request, prepared once (db/prepared.ts).
@@ -64,8 +64,9 @@ export async function updateUser (
       ...(changes.name !== undefined && { name: changes.name }),
       ...(changes.image !== undefined && { image: changes.image }),
       ...(changes.email !== undefined && { email: changes.email }),
-      // A new password ends every session that existed before it.
-      ...(changes.passwordHash !== undefined && { password: changes.passwordHash, token_version: sql<number>`token_version + 1` }),
+      // A new password ends every session that existed before it. The time comes from this
+      // process's clock, the one that stamps the tokens' `iat`, not the database server's.
+      ...(changes.passwordHash !== undefined && { password: changes.passwordHash, password_changed_at: new Date() }),
       updated_at: sql`now()`
     })
     .where('id', '=', id)
@@ -78,6 +79,15 @@ export async function deleteUser (db: Kysely<Database>, id: string): Promise<boo
   const result = await db.deleteFrom('users').where('id', '=', id).executeTakeFirst()
   return result.numDeletedRows > 0n
 }
+
+/**
+ * The earliest `iat` (whole seconds) a token of this user may carry: the second after their
+ * last password change. A token from the very second of the change cannot be told apart
+ * from one issued just before it, so it is refused too, and tokens signed in that second
+ * carry the next one (see plugins/app/authenticate.ts).
+ */
+export const earliestTokenIat = (user: Pick<UserRow, 'password_changed_at'>): number =>
+  user.password_changed_at === null ? 0 : Math.floor(Date.parse(user.password_changed_at) / 1000) + 1
 
 /** Postgres unique_violation, e.g. a second account for one email. */
 export const isUniqueViolation = (err: unknown): boolean =>

@@ -47,14 +47,18 @@ export interface paths {
         };
         /** The caller's profile */
         get: operations["getProfile"];
-        put?: never;
+        /**
+         * Change name, image, email or password
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         */
+        put: operations["replaceProfile"];
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`.
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         patch: operations["updateProfile"];
         trace?: never;
@@ -184,7 +188,7 @@ export interface paths {
         put?: never;
         /**
          * Start a subscription checkout
-         * @description Reuses the user's provider customer or creates one (stored before the session is created), then returns the hosted checkout page URL. 409 when a subscription is already live.
+         * @description Reuses the user's provider customer or creates one (stored before the session is created), then returns the hosted checkout page URL and the session id. The provider returns the payer to `successUrl`/`cancelUrl` (by default APP_URL/dashboard/billing?success=true and ?canceled=true; a body may name others on APP_URL or a CORS_ORIGINS origin). 409 when a subscription is already live.
          */
         post: operations["createCheckoutSession"];
         delete?: never;
@@ -204,7 +208,7 @@ export interface paths {
         get: operations["getPreferences"];
         /**
          * Change preferences
-         * @description Accepts theme, language, defaultStatus, emailNotifications, taskReminders, weeklyDigest. `plan` and payment fields are refused with 400. PUT is the same partial update as PATCH (the spec documents them as one operation).
+         * @description Accepts theme, language, timezone, defaultStatus (or defaultTaskStatus), emailNotifications, taskReminders, weeklyDigest and pushNotifications (each `"enabled"`, `"disabled"`, `true` or `false`). `plan` and payment fields are refused with 400. PUT is the same partial update as PATCH (the spec documents them as one operation).
          */
         put: operations["replacePreferences"];
         post?: never;
@@ -213,7 +217,7 @@ export interface paths {
         head?: never;
         /**
          * Change preferences
-         * @description Accepts theme, language, defaultStatus, emailNotifications, taskReminders, weeklyDigest. `plan` and payment fields are refused with 400. PUT is the same partial update as PATCH (the spec documents them as one operation).
+         * @description Accepts theme, language, timezone, defaultStatus (or defaultTaskStatus), emailNotifications, taskReminders, weeklyDigest and pushNotifications (each `"enabled"`, `"disabled"`, `true` or `false`). `plan` and payment fields are refused with 400. PUT is the same partial update as PATCH (the spec documents them as one operation).
          */
         patch: operations["updatePreferences"];
         trace?: never;
@@ -251,7 +255,7 @@ export interface paths {
         };
         /**
          * List the caller's tasks, newest first
-         * @description The total matching count is in the `X-Total-Count` header.
+         * @description Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching the filter, also in the `X-Total-Count` header) and the caller's task counts by status, whatever the filter and page.
          */
         get: operations["listTasks"];
         put?: never;
@@ -350,6 +354,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -366,6 +375,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -402,6 +416,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -418,6 +437,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -480,6 +504,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -496,6 +525,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -512,6 +546,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -528,6 +567,261 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+        };
+    };
+    replaceProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name?: string | null;
+                    /** Format: uri */
+                    image?: string | null;
+                    /** @example ada@example.com */
+                    email?: string;
+                    currentPassword?: string;
+                    /** @example correct horse battery */
+                    newPassword?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        /** @description The public user object; the password hash never leaves the database */
+                        data: {
+                            /** Format: uuid */
+                            id: string;
+                            name: string | null;
+                            email: string;
+                            image: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO-8601 date-time
+                             */
+                            emailVerified: string | null;
+                            /**
+                             * Format: date-time
+                             * @description ISO-8601 date-time
+                             */
+                            createdAt: string;
+                            /**
+                             * Format: date-time
+                             * @description ISO-8601 date-time
+                             */
+                            updatedAt: string;
+                        };
+                        /** @description A fresh token, present after a password change (older tokens are revoked) */
+                        token?: string;
+                    };
+                };
+            };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Conflict with the stored state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Payload too large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Unsupported media type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Too many requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Internal server error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
+            /** @description Service unavailable (database unreachable, or billing not configured) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -605,6 +899,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -621,6 +920,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -637,6 +941,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -653,6 +962,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -669,6 +983,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -685,6 +1004,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -701,6 +1025,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -717,6 +1046,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -733,6 +1067,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -758,7 +1097,10 @@ export interface operations {
                     "application/json": {
                         /** @enum {boolean} */
                         success: true;
-                        data: null;
+                        data: {
+                            /** @enum {boolean} */
+                            deleted: true;
+                        };
                     };
                 };
             };
@@ -773,6 +1115,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -789,6 +1136,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -805,6 +1157,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -821,6 +1178,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -837,6 +1199,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -853,6 +1220,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -869,6 +1241,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -885,6 +1262,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -901,6 +1283,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -976,6 +1363,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -992,6 +1384,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1008,6 +1405,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1024,6 +1426,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1040,6 +1447,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1056,6 +1468,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1072,6 +1489,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1145,6 +1567,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1161,6 +1588,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1177,6 +1609,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1193,6 +1630,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1209,6 +1651,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1225,6 +1672,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1241,6 +1693,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1303,6 +1760,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1319,6 +1781,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1335,6 +1802,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1351,6 +1823,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1391,6 +1868,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1407,6 +1889,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1423,6 +1910,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1439,6 +1931,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1455,6 +1952,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1471,6 +1973,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1487,6 +1994,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1503,6 +2015,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1549,6 +2066,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1565,6 +2087,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1581,6 +2108,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1597,6 +2129,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1613,6 +2150,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1629,6 +2171,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1645,6 +2192,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1661,6 +2213,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1677,6 +2234,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1693,6 +2255,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1720,6 +2287,16 @@ export interface operations {
                      * @example price_pro_monthly
                      */
                     priceId: string;
+                    /**
+                     * Format: uri
+                     * @description Where the provider returns a payer; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_SUCCESS_URL)
+                     */
+                    successUrl?: string;
+                    /**
+                     * Format: uri
+                     * @description Where the provider returns a payer who cancels; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_CANCEL_URL)
+                     */
+                    cancelUrl?: string;
                 };
             };
         };
@@ -1736,9 +2313,11 @@ export interface operations {
                         data: {
                             /**
                              * Format: uri
-                             * @description Where to send the user (the provider's hosted page)
+                             * @description The provider's hosted checkout page
                              */
                             url: string;
+                            /** @description The provider's checkout session id */
+                            sessionId: string;
                         };
                     };
                 };
@@ -1754,6 +2333,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1770,6 +2354,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1786,6 +2375,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1802,6 +2396,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1818,6 +2417,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1834,6 +2438,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1850,6 +2459,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1866,6 +2480,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1882,6 +2501,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1898,6 +2522,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1924,15 +2553,31 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         data: {
-                            theme: string;
+                            /** @enum {string} */
+                            theme: "light" | "dark" | "system";
                             language: string;
-                            /** @description `free` or `pro` */
-                            plan: string;
+                            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
+                            timezone: string | null;
+                            /**
+                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                             * @enum {string}
+                             */
+                            plan: "free" | "pro";
                             /** @enum {string} */
                             defaultStatus: "todo" | "in-progress" | "completed";
-                            emailNotifications: boolean;
-                            taskReminders: boolean;
-                            weeklyDigest: boolean;
+                            /**
+                             * @description The same value as `defaultStatus` (the origin client's name)
+                             * @enum {string}
+                             */
+                            defaultTaskStatus: "todo" | "in-progress" | "completed";
+                            /** @enum {string} */
+                            emailNotifications: "enabled" | "disabled";
+                            /** @enum {string} */
+                            taskReminders: "enabled" | "disabled";
+                            /** @enum {string} */
+                            weeklyDigest: "enabled" | "disabled";
+                            /** @enum {string} */
+                            pushNotifications: "enabled" | "disabled";
                             paymentCustomerId: string | null;
                             paymentSubscriptionId: string | null;
                             paymentSubscriptionStatus: string | null;
@@ -1957,6 +2602,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1973,6 +2623,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1989,6 +2644,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2005,6 +2665,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2021,21 +2686,27 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "theme": "dark",
-                 *       "weeklyDigest": true
-                 *     }
-                 */
                 "application/json": {
                     /** @enum {string} */
                     theme?: "light" | "dark" | "system";
                     language?: string;
+                    /** @description An IANA time zone name such as Europe/Paris; null clears it */
+                    timezone?: string | null;
                     /** @enum {string} */
                     defaultStatus?: "todo" | "in-progress" | "completed";
-                    emailNotifications?: boolean;
-                    taskReminders?: boolean;
-                    weeklyDigest?: boolean;
+                    /**
+                     * @description Another name for `defaultStatus`; when both are sent they must agree
+                     * @enum {string}
+                     */
+                    defaultTaskStatus?: "todo" | "in-progress" | "completed";
+                    /** @enum {unknown} */
+                    emailNotifications?: true | false | "enabled" | "disabled";
+                    /** @enum {unknown} */
+                    taskReminders?: true | false | "enabled" | "disabled";
+                    /** @enum {unknown} */
+                    weeklyDigest?: true | false | "enabled" | "disabled";
+                    /** @enum {unknown} */
+                    pushNotifications?: true | false | "enabled" | "disabled";
                 };
             };
         };
@@ -2050,15 +2721,31 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         data: {
-                            theme: string;
+                            /** @enum {string} */
+                            theme: "light" | "dark" | "system";
                             language: string;
-                            /** @description `free` or `pro` */
-                            plan: string;
+                            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
+                            timezone: string | null;
+                            /**
+                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                             * @enum {string}
+                             */
+                            plan: "free" | "pro";
                             /** @enum {string} */
                             defaultStatus: "todo" | "in-progress" | "completed";
-                            emailNotifications: boolean;
-                            taskReminders: boolean;
-                            weeklyDigest: boolean;
+                            /**
+                             * @description The same value as `defaultStatus` (the origin client's name)
+                             * @enum {string}
+                             */
+                            defaultTaskStatus: "todo" | "in-progress" | "completed";
+                            /** @enum {string} */
+                            emailNotifications: "enabled" | "disabled";
+                            /** @enum {string} */
+                            taskReminders: "enabled" | "disabled";
+                            /** @enum {string} */
+                            weeklyDigest: "enabled" | "disabled";
+                            /** @enum {string} */
+                            pushNotifications: "enabled" | "disabled";
                             paymentCustomerId: string | null;
                             paymentSubscriptionId: string | null;
                             paymentSubscriptionStatus: string | null;
@@ -2083,6 +2770,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2099,6 +2791,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2115,6 +2812,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2131,6 +2833,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2147,6 +2854,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2163,6 +2875,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2179,6 +2896,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2195,6 +2917,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2211,21 +2938,27 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "theme": "dark",
-                 *       "weeklyDigest": true
-                 *     }
-                 */
                 "application/json": {
                     /** @enum {string} */
                     theme?: "light" | "dark" | "system";
                     language?: string;
+                    /** @description An IANA time zone name such as Europe/Paris; null clears it */
+                    timezone?: string | null;
                     /** @enum {string} */
                     defaultStatus?: "todo" | "in-progress" | "completed";
-                    emailNotifications?: boolean;
-                    taskReminders?: boolean;
-                    weeklyDigest?: boolean;
+                    /**
+                     * @description Another name for `defaultStatus`; when both are sent they must agree
+                     * @enum {string}
+                     */
+                    defaultTaskStatus?: "todo" | "in-progress" | "completed";
+                    /** @enum {unknown} */
+                    emailNotifications?: true | false | "enabled" | "disabled";
+                    /** @enum {unknown} */
+                    taskReminders?: true | false | "enabled" | "disabled";
+                    /** @enum {unknown} */
+                    weeklyDigest?: true | false | "enabled" | "disabled";
+                    /** @enum {unknown} */
+                    pushNotifications?: true | false | "enabled" | "disabled";
                 };
             };
         };
@@ -2240,15 +2973,31 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         data: {
-                            theme: string;
+                            /** @enum {string} */
+                            theme: "light" | "dark" | "system";
                             language: string;
-                            /** @description `free` or `pro` */
-                            plan: string;
+                            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
+                            timezone: string | null;
+                            /**
+                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                             * @enum {string}
+                             */
+                            plan: "free" | "pro";
                             /** @enum {string} */
                             defaultStatus: "todo" | "in-progress" | "completed";
-                            emailNotifications: boolean;
-                            taskReminders: boolean;
-                            weeklyDigest: boolean;
+                            /**
+                             * @description The same value as `defaultStatus` (the origin client's name)
+                             * @enum {string}
+                             */
+                            defaultTaskStatus: "todo" | "in-progress" | "completed";
+                            /** @enum {string} */
+                            emailNotifications: "enabled" | "disabled";
+                            /** @enum {string} */
+                            taskReminders: "enabled" | "disabled";
+                            /** @enum {string} */
+                            weeklyDigest: "enabled" | "disabled";
+                            /** @enum {string} */
+                            pushNotifications: "enabled" | "disabled";
                             paymentCustomerId: string | null;
                             paymentSubscriptionId: string | null;
                             paymentSubscriptionStatus: string | null;
@@ -2273,6 +3022,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2289,6 +3043,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2305,6 +3064,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2321,6 +3085,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2337,6 +3106,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2353,6 +3127,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2369,6 +3148,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2385,6 +3169,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2411,8 +3200,11 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         data: {
-                            /** @description `pro` while the subscription is active, trialing or past_due, else `free` */
-                            plan: string;
+                            /**
+                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                             * @enum {string}
+                             */
+                            plan: "free" | "pro";
                             /** @description The provider's subscription status, e.g. active, past_due, canceled */
                             status: string | null;
                             subscriptionId: string | null;
@@ -2423,6 +3215,27 @@ export interface operations {
                              */
                             currentPeriodEnd: string | null;
                             cancelAtPeriodEnd: boolean;
+                            /** @description null until a subscription is linked (no provider call: the stored record) */
+                            subscription: {
+                                /** @description The provider's subscription id */
+                                id: string;
+                                /** @description The provider's customer id */
+                                customerId: string | null;
+                                /** @description The provider's subscription status, e.g. active, past_due, canceled */
+                                status: string | null;
+                                priceId: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO-8601 date-time
+                                 */
+                                currentPeriodEnd: string | null;
+                                cancelAtPeriodEnd: boolean;
+                                /**
+                                 * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                                 * @enum {string}
+                                 */
+                                plan: "free" | "pro";
+                            } | null;
                         };
                     };
                 };
@@ -2438,6 +3251,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2454,6 +3272,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2470,6 +3293,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2486,6 +3314,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2512,8 +3345,11 @@ export interface operations {
                         /** @enum {boolean} */
                         success: true;
                         data: {
-                            /** @description `pro` while the subscription is active, trialing or past_due, else `free` */
-                            plan: string;
+                            /**
+                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                             * @enum {string}
+                             */
+                            plan: "free" | "pro";
                             /** @description The provider's subscription status, e.g. active, past_due, canceled */
                             status: string | null;
                             subscriptionId: string | null;
@@ -2524,6 +3360,27 @@ export interface operations {
                              */
                             currentPeriodEnd: string | null;
                             cancelAtPeriodEnd: boolean;
+                            /** @description null until a subscription is linked (no provider call: the stored record) */
+                            subscription: {
+                                /** @description The provider's subscription id */
+                                id: string;
+                                /** @description The provider's customer id */
+                                customerId: string | null;
+                                /** @description The provider's subscription status, e.g. active, past_due, canceled */
+                                status: string | null;
+                                priceId: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description ISO-8601 date-time
+                                 */
+                                currentPeriodEnd: string | null;
+                                cancelAtPeriodEnd: boolean;
+                                /**
+                                 * @description `pro` while the subscription is active, trialing or past_due, else `free`
+                                 * @enum {string}
+                                 */
+                                plan: "free" | "pro";
+                            } | null;
                         };
                     };
                 };
@@ -2539,6 +3396,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2555,6 +3417,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2571,6 +3438,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2587,6 +3459,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2603,6 +3480,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2619,6 +3501,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2635,6 +3522,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2651,6 +3543,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2667,6 +3564,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2683,6 +3585,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2694,7 +3601,7 @@ export interface operations {
         parameters: {
             query?: {
                 status?: "todo" | "in-progress" | "completed";
-                /** @description Page size */
+                /** @description Page size (a normal user's every task by default) */
                 limit?: number;
                 /** @description Tasks to skip */
                 offset?: number;
@@ -2743,6 +3650,14 @@ export interface operations {
                              */
                             updatedAt: string;
                         }[];
+                        /** @description Tasks matching the filter, ignoring limit and offset (also the `X-Total-Count` header) */
+                        total: number;
+                        /** @description All of the caller's tasks in `todo`, whatever the filter */
+                        todo: number;
+                        /** @description All of the caller's tasks in `in-progress`, whatever the filter */
+                        inProgress: number;
+                        /** @description All of the caller's tasks in `completed`, whatever the filter */
+                        completed: number;
                     };
                 };
             };
@@ -2757,6 +3672,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2773,6 +3693,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2789,6 +3714,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2805,6 +3735,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2821,6 +3756,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2852,6 +3792,8 @@ export interface operations {
                     status?: "todo" | "in-progress" | "completed";
                     /** Format: date-time */
                     dueDate?: string | null;
+                    /** @description Set by the server when the status becomes `completed`; accepted as null only */
+                    completedAt?: null;
                 };
             };
         };
@@ -2906,6 +3848,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2922,6 +3869,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2938,6 +3890,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2954,6 +3911,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2970,6 +3932,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2986,6 +3953,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3002,6 +3974,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3018,6 +3995,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3087,6 +4069,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3103,6 +4090,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3119,6 +4111,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3135,6 +4132,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3151,6 +4153,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3167,6 +4174,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3201,6 +4213,8 @@ export interface operations {
                     status?: "todo" | "in-progress" | "completed";
                     /** Format: date-time */
                     dueDate?: string | null;
+                    /** @description Set by the server when the status becomes `completed`; accepted as null only */
+                    completedAt?: null;
                 };
             };
         };
@@ -3255,6 +4269,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3271,6 +4290,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3287,6 +4311,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3303,6 +4332,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3319,6 +4353,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3335,6 +4374,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3351,6 +4395,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3367,6 +4416,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3383,6 +4437,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3413,6 +4472,8 @@ export interface operations {
                         success: true;
                         data: {
                             id: number;
+                            /** @enum {boolean} */
+                            deleted: true;
                         };
                     };
                 };
@@ -3428,6 +4489,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3444,6 +4510,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3460,6 +4531,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3476,6 +4552,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3492,6 +4573,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3508,6 +4594,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3524,6 +4615,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3540,6 +4636,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3556,6 +4657,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3588,6 +4694,8 @@ export interface operations {
                     status?: "todo" | "in-progress" | "completed";
                     /** Format: date-time */
                     dueDate?: string | null;
+                    /** @description Set by the server when the status becomes `completed`; accepted as null only */
+                    completedAt?: null;
                 };
             };
         };
@@ -3642,6 +4750,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3658,6 +4771,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3674,6 +4792,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3690,6 +4813,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3706,6 +4834,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3722,6 +4855,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3738,6 +4876,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3754,6 +4897,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3770,6 +4918,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3816,6 +4969,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3832,6 +4990,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3848,6 +5011,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3864,6 +5032,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3880,6 +5053,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3896,6 +5074,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3912,6 +5095,11 @@ export interface operations {
                         success: false;
                         /** @description What went wrong, for people */
                         error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };

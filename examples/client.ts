@@ -12,7 +12,8 @@ export function apiClient (baseUrl: string, token?: string) {
 export async function walkthrough (baseUrl: string, account: { email: string, password: string, priceId: string }) {
   const anonymous = apiClient(baseUrl)
   const registered = await anonymous.POST('/auth/register', { body: { name: 'Example', email: account.email, password: account.password } })
-  if (registered.error) throw new Error(`register: ${registered.error.error}`)
+  // Programs branch on the stable `code`; `error` is the text for people.
+  if (registered.error && registered.error.code !== 'EMAIL_TAKEN') throw new Error(`register: ${registered.error.error}`)
 
   const signedIn = await anonymous.POST('/auth/login', { body: { email: account.email, password: account.password } })
   if (signedIn.error) throw new Error(`login: ${signedIn.error.error}`)
@@ -27,12 +28,15 @@ export async function walkthrough (baseUrl: string, account: { email: string, pa
   const checkout = await api.POST('/checkout', { body: { priceId: account.priceId } })
   if (checkout.error) throw new Error(`checkout: ${checkout.error.error}`)
 
+  const { data: tasks, total, todo, inProgress, completed } = listed.data
   return {
     user: signedIn.data.user,
     task: created.data.data,
-    tasks: listed.data.data,
-    total: Number(listed.response.headers.get('x-total-count')),
-    checkoutUrl: checkout.data.data.url
+    tasks,
+    counts: { total, todo, inProgress, completed },
+    totalHeader: Number(listed.response.headers.get('x-total-count')),
+    checkoutUrl: checkout.data.data.url,
+    checkoutSessionId: checkout.data.data.sessionId
   }
 }
 

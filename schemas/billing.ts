@@ -1,23 +1,54 @@
 // Billing request and response schemas.
-import { Type } from 'typebox'
+import { Type, type Static } from 'typebox'
 import { Nullable, NullableTimestamp } from './common.js'
+import { Plan } from './preferences.js'
+
+const ReturnUrl = (description: string) => Type.String({
+  maxLength: 2048,
+  format: 'uri',
+  pattern: '^https?://',
+  errorMessage: { format: 'Must be an http(s) URL', pattern: 'Must be an http(s) URL' },
+  description
+})
 
 export const CheckoutBody = Type.Object({
-  priceId: Type.String({ minLength: 1, maxLength: 255, description: 'A price id from PAYMENT_PRICE_IDS', examples: ['price_pro_monthly'] })
+  priceId: Type.String({ minLength: 1, maxLength: 255, description: 'A price id from PAYMENT_PRICE_IDS', examples: ['price_pro_monthly'] }),
+  successUrl: Type.Optional(ReturnUrl('Where the provider returns a payer; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_SUCCESS_URL)')),
+  cancelUrl: Type.Optional(ReturnUrl('Where the provider returns a payer who cancels; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_CANCEL_URL)'))
 }, { additionalProperties: false, examples: [{ priceId: 'price_pro_monthly' }] })
 
 export const RedirectUrl = Type.Object({
   url: Type.String({ format: 'uri', description: 'Where to send the user (the provider\'s hosted page)' })
 })
 
+export const CheckoutSession = Type.Object({
+  url: Type.String({ format: 'uri', description: 'The provider\'s hosted checkout page' }),
+  sessionId: Type.String({ description: 'The provider\'s checkout session id' })
+})
+
+const SubscriptionStatus = Type.String({ description: 'The provider\'s subscription status, e.g. active, past_due, canceled' })
+
+/** The stored subscription as the origin web client reads it. */
+export const SubscriptionDetails = Type.Object({
+  id: Type.String({ description: 'The provider\'s subscription id' }),
+  customerId: Nullable(Type.String({ description: 'The provider\'s customer id' })),
+  status: Nullable(SubscriptionStatus),
+  priceId: Nullable(Type.String()),
+  currentPeriodEnd: NullableTimestamp,
+  cancelAtPeriodEnd: Type.Boolean(),
+  plan: Plan
+})
+
 export const Subscription = Type.Object({
-  plan: Type.String({ description: '`pro` while the subscription is active, trialing or past_due, else `free`' }),
-  status: Nullable(Type.String({ description: 'The provider\'s subscription status, e.g. active, past_due, canceled' })),
+  plan: Plan,
+  status: Nullable(SubscriptionStatus),
   subscriptionId: Nullable(Type.String()),
   priceId: Nullable(Type.String()),
   currentPeriodEnd: NullableTimestamp,
-  cancelAtPeriodEnd: Type.Boolean()
+  cancelAtPeriodEnd: Type.Boolean(),
+  subscription: Nullable(SubscriptionDetails, 'null until a subscription is linked (no provider call: the stored record)')
 })
+export type Subscription = Static<typeof Subscription>
 
 export const WebhookEvent = Type.Object({}, {
   additionalProperties: true,

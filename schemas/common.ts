@@ -1,5 +1,6 @@
 // Shared schema pieces: envelopes, error bodies, ids, timestamps. Route schemas compose these.
 import { Type, type Static, type TSchema } from 'typebox'
+import { ERROR_CODES } from './errors.js'
 
 /**
  * `errorMessage` (our own ajv keyword) replaces the generic validation message for a
@@ -12,15 +13,21 @@ export type ErrorMessage = string | Partial<Record<'required' | 'minLength' | 'm
  * settings (an anyOf tries the string branch first and can turn null into ""), errors
  * name one field once, and fast-json-stringify serializes it without branching.
  */
-export const Nullable = <T extends TSchema & { type: string }>(schema: T) =>
-  Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type, 'null'] })
+export const Nullable = <T extends TSchema & { type: string }>(schema: T, description?: string) =>
+  Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type, 'null'], ...(description !== undefined && { description }) })
 
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO-8601 date-time' })
 export const NullableTimestamp = Nullable(Timestamp)
 
+export const ErrorCode = Type.Enum(ERROR_CODES, {
+  type: 'string',
+  description: 'What went wrong, for programs: a stable identifier to branch on (the `error` text may change)'
+})
+
 export const ErrorResponse = Type.Object({
   success: Type.Literal(false),
   error: Type.String({ description: 'What went wrong, for people' }),
+  code: ErrorCode,
   details: Type.Optional(Type.Array(Type.String(), { description: 'One `<message> - <field>` line per invalid field' }))
 }, { description: 'Error envelope' })
 

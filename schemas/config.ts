@@ -25,6 +25,8 @@ export const ConfigSchema = Type.Object({
   PAYMENT_SECRET_KEY: Type.Optional(Type.String({ minLength: 1 })),
   PAYMENT_WEBHOOK_SECRET: Type.Optional(Type.String({ minLength: 1 })),
   PAYMENT_PRICE_IDS: Type.String({ default: '' }),
+  CHECKOUT_SUCCESS_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
+  CHECKOUT_CANCEL_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
   PAYMENT_API_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })),
   PAYMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000, errorMessage: 'must be milliseconds from 100 to 120000' }),
   PAYMENT_MAX_RETRIES: Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' }),
@@ -116,3 +118,15 @@ export function trustProxy (config: AppConfig): boolean | number | string[] {
 }
 
 export const paymentPriceIds = (config: AppConfig): string[] => list(config.PAYMENT_PRICE_IDS)
+
+/**
+ * Where the provider returns a payer after checkout: the origin web client's billing page
+ * unless CHECKOUT_SUCCESS_URL / CHECKOUT_CANCEL_URL say otherwise.
+ */
+export function checkoutReturnUrls (config: AppConfig): { successUrl: string, cancelUrl: string } {
+  const billingPage = `${config.APP_URL.replace(/\/+$/, '')}/dashboard/billing`
+  return {
+    successUrl: config.CHECKOUT_SUCCESS_URL ?? `${billingPage}?success=true`,
+    cancelUrl: config.CHECKOUT_CANCEL_URL ?? `${billingPage}?canceled=true`
+  }
+}

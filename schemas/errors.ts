@@ -4,37 +4,80 @@ import createError from '@fastify/error'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import type { ErrorMessage } from './common.js'
 
-export const UnauthorizedError = createError('APP_UNAUTHORIZED', 'Unauthorized', 401)
-export const ForbiddenError = createError('APP_FORBIDDEN', 'Forbidden', 403)
-export const InvalidCredentialsError = createError('APP_INVALID_CREDENTIALS', 'Invalid email or password', 401)
-export const EmailTakenError = createError('APP_EMAIL_TAKEN', 'Email already registered', 409)
-export const InvalidCurrentPasswordError = createError('APP_INVALID_CURRENT_PASSWORD', 'Invalid current password', 400)
-export const TaskNotFoundError = createError('APP_TASK_NOT_FOUND', 'Task not found', 404)
-export const PaymentProviderError = createError('APP_PAYMENT_PROVIDER', 'Payment provider error', 502)
-export const BillingNotConfiguredError = createError('APP_BILLING_NOT_CONFIGURED', 'Billing is not configured', 503)
-export const SubscriptionAlreadyActiveError = createError('APP_SUBSCRIPTION_ACTIVE', 'Subscription already active', 409)
-export const NoBillingAccountError = createError('APP_NO_BILLING_ACCOUNT', 'No billing account', 404)
-export const NoActiveSubscriptionError = createError('APP_NO_ACTIVE_SUBSCRIPTION', 'No active subscription', 404)
-export const InvalidSignatureError = createError('APP_INVALID_SIGNATURE', 'Invalid signature', 400)
-export const RateLimitedError = createError('APP_RATE_LIMITED', 'Too many requests', 429)
-export const ServiceUnavailableError = createError('APP_SERVICE_UNAVAILABLE', 'Service unavailable', 503)
-/** Shed at once because a bounded queue is full (password hashing); answered with Retry-After,
- * as load shedding (plugins/external/under-pressure.ts) answers. */
-export const BusyError = createError('APP_BUSY', 'Service unavailable', 503)
+/**
+ * Every failure the service answers, by its stable `code` (what programs branch on; the
+ * `error` text is for people and may change). The OpenAPI document lists these codes as an
+ * enum; one code per distinct condition.
+ */
+export const ERROR_CATALOG = {
+  VALIDATION_FAILED: [400, 'Validation failed'],
+  INVALID_INPUT: [400, 'Invalid input'],
+  INVALID_JSON: [400, 'Invalid JSON body'],
+  INVALID_CURRENT_PASSWORD: [400, 'Invalid current password'],
+  INVALID_SIGNATURE: [400, 'Invalid signature'],
+  BAD_REQUEST: [400, 'Bad request'],
+  UNAUTHORIZED: [401, 'Unauthorized'],
+  INVALID_CREDENTIALS: [401, 'Invalid email or password'],
+  FORBIDDEN: [403, 'Forbidden'],
+  NOT_FOUND: [404, 'Not found'],
+  TASK_NOT_FOUND: [404, 'Task not found'],
+  NO_STRIPE_CUSTOMER: [404, 'No billing account'],
+  NO_ACTIVE_SUBSCRIPTION: [404, 'No active subscription'],
+  EMAIL_TAKEN: [409, 'Email already registered'],
+  SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
+  PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
+  UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
+  RATE_LIMITED: [429, 'Too many requests'],
+  INTERNAL_ERROR: [500, 'Internal server error'],
+  PAYMENT_PROVIDER_ERROR: [502, 'Payment provider error'],
+  SERVICE_UNAVAILABLE: [503, 'Service unavailable'],
+  OVERLOADED: [503, 'Service unavailable'],
+  BILLING_NOT_CONFIGURED: [503, 'Billing is not configured']
+} as const satisfies Record<string, readonly [number, string]>
+
+export type ErrorCode = keyof typeof ERROR_CATALOG
+export const ERROR_CODES = Object.keys(ERROR_CATALOG) as ErrorCode[]
+
+export interface ErrorBody { success: false, error: string, code: ErrorCode, details?: string[] }
+
+/** The error envelope: the one place it is built. */
+export function errorBody (code: ErrorCode, details?: string[]): ErrorBody {
+  const error = ERROR_CATALOG[code][1]
+  return details === undefined ? { success: false, error, code } : { success: false, error, code, details }
+}
+
+const appError = (code: ErrorCode) => createError(code, ERROR_CATALOG[code][1], ERROR_CATALOG[code][0])
+
+export const UnauthorizedError = appError('UNAUTHORIZED')
+export const ForbiddenError = appError('FORBIDDEN')
+export const InvalidCredentialsError = appError('INVALID_CREDENTIALS')
+export const EmailTakenError = appError('EMAIL_TAKEN')
+export const InvalidCurrentPasswordError = appError('INVALID_CURRENT_PASSWORD')
+export const TaskNotFoundError = appError('TASK_NOT_FOUND')
+export const PaymentProviderError = appError('PAYMENT_PROVIDER_ERROR')
+export const BillingNotConfiguredError = appError('BILLING_NOT_CONFIGURED')
+export const SubscriptionAlreadyActiveError = appError('SUBSCRIPTION_ALREADY_ACTIVE')
+export const NoBillingAccountError = appError('NO_STRIPE_CUSTOMER')
+export const NoActiveSubscriptionError = appError('NO_ACTIVE_SUBSCRIPTION')
+export const InvalidSignatureError = appError('INVALID_SIGNATURE')
+export const RateLimitedError = appError('RATE_LIMITED')
+export const ServiceUnavailableError = appError('SERVICE_UNAVAILABLE')
+/** Shed at once because the service is overloaded (a bounded queue is full, or the event
+ * loop lags); answered with Retry-After. */
+export const BusyError = appError('OVERLOADED')
 export const BUSY_RETRY_AFTER_SECONDS = 5
 
 /** A 400 with `details`, for rules JSON Schema cannot express (e.g. bytes in UTF-8). */
 export class ValidationError extends Error {
   readonly statusCode = 400
-  readonly code = 'APP_VALIDATION'
-  constructor (readonly details: string[], message = 'Validation failed') {
-    super(message)
+  constructor (readonly details: string[], readonly code: 'VALIDATION_FAILED' | 'INVALID_INPUT' = 'VALIDATION_FAILED') {
+    super(ERROR_CATALOG[code][1])
   }
 }
 
-/** Application errors whose message is meant for the client. */
-export const isAppError = (err: { code?: unknown }): boolean =>
-  typeof err.code === 'string' && err.code.startsWith('APP_')
+/** Application errors: their code is one of the catalog's, and their message is meant for the client. */
+export const isAppError = (err: { code?: unknown }): err is { code: ErrorCode } =>
+  typeof err.code === 'string' && Object.hasOwn(ERROR_CATALOG, err.code)
 
 type VerboseError = FastifySchemaValidationError & {
   parentSchema?: { errorMessage?: ErrorMessage, properties?: Record<string, { errorMessage?: ErrorMessage }> }

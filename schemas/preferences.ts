@@ -1,19 +1,26 @@
-// Preferences JSON and the fields a user may edit. plan and payment fields are written
-// by the billing code only.
+// Preferences JSON and the fields a user may edit, in the origin web client's vocabulary
+// (../shared/spec/client-compat.md): notifications as "enabled"/"disabled", the default task
+// status under both its names. plan and payment fields are written by the billing code only.
 import { Type, type Static } from 'typebox'
 import { Nullable, NullableTimestamp } from './common.js'
 import { TaskStatus } from './tasks.js'
 
 export const Theme = Type.Enum(['light', 'dark', 'system'], { type: 'string' })
+export const Plan = Type.Enum(['free', 'pro'], { type: 'string', description: '`pro` while the subscription is active, trialing or past_due, else `free`' })
+const Toggle = Type.Enum(['enabled', 'disabled'], { type: 'string' })
+export type Toggle = Static<typeof Toggle>
 
 export const Preferences = Type.Object({
-  theme: Type.String(),
+  theme: Theme,
   language: Type.String(),
-  plan: Type.String({ description: '`free` or `pro`' }),
+  timezone: Nullable(Type.String({ description: 'IANA time zone, e.g. Europe/Paris; null when not set' })),
+  plan: Plan,
   defaultStatus: TaskStatus,
-  emailNotifications: Type.Boolean(),
-  taskReminders: Type.Boolean(),
-  weeklyDigest: Type.Boolean(),
+  defaultTaskStatus: Type.Unsafe<Static<typeof TaskStatus>>({ ...TaskStatus, description: 'The same value as `defaultStatus` (the origin client\'s name)' }),
+  emailNotifications: Toggle,
+  taskReminders: Toggle,
+  weeklyDigest: Toggle,
+  pushNotifications: Toggle,
   paymentCustomerId: Nullable(Type.String()),
   paymentSubscriptionId: Nullable(Type.String()),
   paymentSubscriptionStatus: Nullable(Type.String()),
@@ -22,12 +29,31 @@ export const Preferences = Type.Object({
 })
 export type Preferences = Static<typeof Preferences>
 
+// One keyword (no `type`: ajv's strict mode refuses a boolean-or-string union), one
+// message: `true`/`false` or the client's strings.
+const ToggleInput = Type.Unsafe<boolean | Toggle>({
+  enum: [true, false, 'enabled', 'disabled'],
+  errorMessage: 'Must be "enabled", "disabled", true or false'
+})
+
+export const MAX_TIMEZONE_LENGTH = 100
+
 export const UpdatePreferencesBody = Type.Object({
   theme: Type.Optional(Theme),
   language: Type.Optional(Type.String({ maxLength: 10, pattern: '^[a-z]{2,3}(-[A-Za-z0-9]{2,8})?$', errorMessage: 'Must be a language tag such as en or pt-BR' })),
+  timezone: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: MAX_TIMEZONE_LENGTH, description: 'An IANA time zone name such as Europe/Paris; null clears it' }))),
   defaultStatus: Type.Optional(TaskStatus),
-  emailNotifications: Type.Optional(Type.Boolean()),
-  taskReminders: Type.Optional(Type.Boolean()),
-  weeklyDigest: Type.Optional(Type.Boolean())
-}, { additionalProperties: false, minProperties: 1, examples: [{ theme: 'dark', weeklyDigest: true }] })
+  defaultTaskStatus: Type.Optional(Type.Unsafe<Static<typeof TaskStatus>>({ ...TaskStatus, description: 'Another name for `defaultStatus`; when both are sent they must agree' })),
+  emailNotifications: Type.Optional(ToggleInput),
+  taskReminders: Type.Optional(ToggleInput),
+  weeklyDigest: Type.Optional(ToggleInput),
+  pushNotifications: Type.Optional(ToggleInput)
+}, {
+  additionalProperties: false,
+  minProperties: 1,
+  examples: [
+    { theme: 'dark', weeklyDigest: 'enabled' },
+    { defaultTaskStatus: 'in-progress', emailNotifications: 'enabled', taskReminders: true, weeklyDigest: 'disabled', theme: 'system', language: 'en', pushNotifications: 'disabled' }
+  ]
+})
 export type UpdatePreferencesBody = Static<typeof UpdatePreferencesBody>

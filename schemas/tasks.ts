@@ -29,12 +29,19 @@ const Title = Type.String({
 })
 const Description = Nullable(Type.String({ maxLength: 10_000 }))
 const DueDate = Nullable(Type.String({ format: 'date-time', errorMessage: 'Must be an ISO-8601 date-time' }))
+// The origin web client sends `completedAt: null`; the server sets it (when the status
+// becomes completed) and clears it, so only null is accepted.
+const CompletedAt = Type.Null({
+  description: 'Set by the server when the status becomes `completed`; accepted as null only',
+  errorMessage: 'Is set by the server when the status becomes completed; send null or leave it out'
+})
 
 export const CreateTaskBody = Type.Object({
   title: Title,
   description: Type.Optional(Description),
   status: Type.Optional(TaskStatus),
-  dueDate: Type.Optional(DueDate)
+  dueDate: Type.Optional(DueDate),
+  completedAt: Type.Optional(CompletedAt)
 }, { additionalProperties: false, examples: [{ title: 'Write the quarterly report', status: 'todo', dueDate: '2026-12-01T09:00:00Z' }] })
 export type CreateTaskBody = Static<typeof CreateTaskBody>
 
@@ -42,13 +49,29 @@ export const UpdateTaskBody = Type.Object({
   title: Type.Optional(Title),
   description: Type.Optional(Description),
   status: Type.Optional(TaskStatus),
-  dueDate: Type.Optional(DueDate)
+  dueDate: Type.Optional(DueDate),
+  completedAt: Type.Optional(CompletedAt)
 }, { additionalProperties: false, minProperties: 1, examples: [{ status: 'completed' }] })
 export type UpdateTaskBody = Static<typeof UpdateTaskBody>
 
+const MAX_PAGE = 1000
+
 export const ListTasksQuery = Type.Object({
   status: Type.Optional(TaskStatus),
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Page size' })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: MAX_PAGE, description: 'Page size (a normal user\'s every task by default)' })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 2147483647, default: 0, description: 'Tasks to skip' }))
 }, { additionalProperties: false })
 export type ListTasksQuery = Static<typeof ListTasksQuery>
+
+const Count = (description: string) => Type.Integer({ minimum: 0, description })
+
+export const TaskList = Type.Object({
+  success: Type.Literal(true),
+  data: Type.Array(Task),
+  total: Count('Tasks matching the filter, ignoring limit and offset (also the `X-Total-Count` header)'),
+  todo: Count('All of the caller\'s tasks in `todo`, whatever the filter'),
+  inProgress: Count('All of the caller\'s tasks in `in-progress`, whatever the filter'),
+  completed: Count('All of the caller\'s tasks in `completed`, whatever the filter')
+})
+
+export const DeletedTask = Type.Object({ id: Type.Integer(), deleted: Type.Literal(true) })

@@ -1,5 +1,6 @@
 // The account routes: profile read and update (email, image, password change with token
 // rotation) and account deletion with its cascade, checked against the stored rows.
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, json, registerUser, uniqueEmail, type TestUser } from './helper.js'
@@ -8,7 +9,7 @@ const app = await build(t)
 const alice = await registerUser(app, { name: 'Alice' })
 const bob = await registerUser(app, { name: 'Bob' })
 
-const UNAUTHORIZED = { success: false, error: 'Unauthorized' }
+const UNAUTHORIZED = { success: false, error: 'Unauthorized', code: 'UNAUTHORIZED' }
 
 const userRow = (db: FastifyInstance['db'], id: string) =>
   db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
@@ -84,11 +85,23 @@ t.test('PATCH /account/profile changes name and image', async (t) => {
   t.equal(json(profile).data.image, 'http://example.com/a.jpg')
 })
 
+t.test('PUT /account/profile is the same partial update (the origin client edits the name with PUT)', async (t) => {
+  const user = await registerUser(app, { name: 'Before' })
+  const res = await app.inject({ method: 'PUT', url: '/account/profile', headers: user.auth, payload: { name: 'After' } })
+  t.equal(res.statusCode, 200)
+  t.same(json(res), { success: true, data: await storedPublicUser(user.id) })
+  t.equal(json(res).data.name, 'After')
+  t.equal((await userRow(app.db, user.id)).email, user.email, 'fields not sent are kept')
+  const refused = await app.inject({ method: 'PUT', url: '/account/profile', headers: user.auth, payload: { name: 'x', plan: 'pro' } })
+  t.equal(refused.statusCode, 400)
+  t.same(json(refused), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Unknown field - plan'] })
+})
+
 t.test('PATCH /account/profile refuses an image that is not an http(s) URL', async (t) => {
   for (const image of ['not a url', 'ftp://example.com/a.png', 'javascript:alert(1)']) {
     const res = await patchProfile(alice, { image })
     t.equal(res.statusCode, 400, `image ${image}`)
-    t.match(json(res), { success: false, error: 'Validation failed' })
+    t.match(json(res), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' })
     t.same(json(res).details, ['Must be an http(s) URL - image'])
   }
   t.equal((await userRow(app.db, alice.id)).image, 'http://example.com/a.jpg', 'stored image unchanged')
@@ -115,7 +128,7 @@ t.test('PATCH /account/profile: an email of another user, in any case, is 409', 
   for (const email of [bob.email, bob.email.toUpperCase(), ` ${bob.email} `]) {
     const res = await patchProfile(alice, { email, name: 'Should Not Stick' })
     t.equal(res.statusCode, 409, `email ${JSON.stringify(email)}`)
-    t.same(json(res), { success: false, error: 'Email already registered' })
+    t.same(json(res), { success: false, error: 'Email already registered', code: 'EMAIL_TAKEN' })
   }
   const stored = await userRow(app.db, alice.id)
   t.equal(stored.email, alice.email, 'email unchanged')
@@ -128,12 +141,12 @@ t.test('PATCH /account/profile validation', async (t) => {
 
   const empty = await patchProfile(alice, {})
   t.equal(empty.statusCode, 400, 'empty body')
-  t.match(json(empty), { success: false, error: 'Validation failed', details: Array })
+  t.match(json(empty), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: Array })
   t.ok(json(empty).details.length > 0)
 
   const unknown = await patchProfile(alice, { name: 'X', role: 'admin' })
   t.equal(unknown.statusCode, 400, 'unknown field')
-  t.match(json(unknown), { success: false, error: 'Validation failed' })
+  t.match(json(unknown), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' })
   t.same(json(unknown).details, ['Unknown field - role'])
 
   const passwordField = await patchProfile(alice, { password: 'a brand new password' })
@@ -142,17 +155,17 @@ t.test('PATCH /account/profile validation', async (t) => {
 
   const badEmail = await patchProfile(alice, { email: 'not-an-email' })
   t.equal(badEmail.statusCode, 400, 'invalid email')
-  t.same(json(badEmail), { success: false, error: 'Validation failed', details: ['Invalid email address - email'] })
+  t.same(json(badEmail), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Invalid email address - email'] })
 
   const newOnly = await patchProfile(alice, { newPassword: 'a brand new password' })
   t.equal(newOnly.statusCode, 400, 'newPassword without currentPassword')
-  t.match(json(newOnly), { success: false, error: 'Validation failed' })
+  t.match(json(newOnly), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' })
   t.equal(json(newOnly).details.length, 1)
   t.match(json(newOnly).details, [/ - currentPassword$/])
 
   const currentOnly = await patchProfile(alice, { currentPassword: alice.password })
   t.equal(currentOnly.statusCode, 400, 'currentPassword without newPassword')
-  t.match(json(currentOnly), { success: false, error: 'Validation failed' })
+  t.match(json(currentOnly), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' })
   t.equal(json(currentOnly).details.length, 1)
   t.match(json(currentOnly).details, [/ - newPassword$/])
 
@@ -168,7 +181,7 @@ t.test('PATCH /account/profile: a wrong current password is 400 and changes noth
   const before = await userRow(app.db, alice.id)
   const res = await patchProfile(alice, { name: 'Mallory', currentPassword: 'not the password', newPassword: 'an attacker password' })
   t.equal(res.statusCode, 400)
-  t.same(json(res), { success: false, error: 'Invalid current password' })
+  t.same(json(res), { success: false, error: 'Invalid current password', code: 'INVALID_CURRENT_PASSWORD' })
   t.same(await userRow(app.db, alice.id), before, 'row unchanged: password, name, token version, updated_at')
   t.equal((await me(alice.token)).statusCode, 200, 'the token still works')
   t.equal((await login(alice.email, 'an attacker password')).statusCode, 401, 'the refused password does not sign in')
@@ -201,11 +214,24 @@ t.test('PATCH /account/profile: a password change rotates the token', async (t) 
   t.equal(fresh.statusCode, 200, 'the new token works')
   t.equal(json(fresh).data.id, user.id)
 
+  // Tokens carry no version claim: `iat` against the stored time of the change decides. A
+  // token from the very second of the change (it may predate it) is refused; the fresh one,
+  // signed within that second, carries the next second.
+  const changedAt = Math.floor(Date.parse(String(after.password_changed_at)) / 1000)
+  const claims = JSON.parse(Buffer.from(body.token.split('.')[1], 'base64url').toString()) as { iat: number, exp: number }
+  t.ok(claims.iat > changedAt, `the fresh token's iat ${claims.iat} is after the change's second ${changedAt}`)
+  t.equal(claims.exp - claims.iat, 7 * 24 * 60 * 60)
+  const sameSecond = app.jwt.sign({ sub: user.id, email: user.email, jti: randomUUID(), iat: changedAt })
+  t.equal((await me(sameSecond)).statusCode, 401, 'a token dated the second of the change is refused')
+  const nextSecond = app.jwt.sign({ sub: user.id, email: user.email, jti: randomUUID(), iat: changedAt + 1 })
+  t.equal((await me(nextSecond)).statusCode, 200, 'one dated after it is accepted')
+
   const withNew = await login(user.email, 'the second password')
   t.equal(withNew.statusCode, 200, 'the new password signs in')
+  t.equal((await me(json(withNew).token)).statusCode, 200, 'and its token works, even within the second of the change')
   const withOld = await login(user.email, 'the first password')
   t.equal(withOld.statusCode, 401, 'the old password does not')
-  t.same(json(withOld), { success: false, error: 'Invalid email or password' })
+  t.same(json(withOld), { success: false, error: 'Invalid email or password', code: 'INVALID_CREDENTIALS' })
 })
 
 t.test('DELETE /account/delete removes the user and every row of theirs', async (t) => {
@@ -235,7 +261,7 @@ t.test('DELETE /account/delete removes the user and every row of theirs', async 
 
   const res = await app.inject({ method: 'DELETE', url: '/account/delete', headers: doomed.auth })
   t.equal(res.statusCode, 200)
-  t.same(json(res), { success: true, data: null })
+  t.same(json(res), { success: true, data: { deleted: true } })
   const cookie = String(res.headers['set-cookie'])
   t.match(cookie, /^auth_token=;/, 'the auth cookie is cleared')
   t.match(cookie, /Expires=Thu, 01 Jan 1970 00:00:00 GMT|Max-Age=0/)

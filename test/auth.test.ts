@@ -9,7 +9,7 @@ import { build, json, registerUser, testConfig, TEST_SECRET, uniqueEmail } from 
 const APP_URL = 'http://localhost:3000'
 const API_URL = 'http://localhost:3002'
 const SEVEN_DAYS = 7 * 24 * 60 * 60
-const UNAUTHORIZED = { success: false, error: 'Unauthorized' }
+const UNAUTHORIZED = { success: false, error: 'Unauthorized', code: 'UNAUTHORIZED' }
 const USER_KEYS = ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt']
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -54,7 +54,7 @@ function setCookieHeader (res: LightMyRequestResponse): string {
 function assertValidationFailed (t: Test, res: LightMyRequestResponse, fields: string[], error = 'Validation failed') {
   t.equal(res.statusCode, 400)
   const body = json(res)
-  t.same(Object.keys(body).sort(), ['details', 'error', 'success'])
+  t.same(Object.keys(body).sort(), ['code', 'details', 'error', 'success'])
   t.equal(body.success, false)
   t.equal(body.error, error)
   t.ok(Array.isArray(body.details), 'details is an array')
@@ -161,7 +161,7 @@ t.test('POST /auth/register', async (t) => {
     t.equal(json(first).user.name, null, 'name is optional')
     const second = await register({ email: ' a@X.IO ', password: 'second password', name: 'Impostor' })
     t.equal(second.statusCode, 409)
-    t.same(json(second), { success: false, error: 'Email already registered' })
+    t.same(json(second), { success: false, error: 'Email already registered', code: 'EMAIL_TAKEN' })
     t.equal(authCookie(second), undefined, 'no cookie on failure')
     const rows = await app.db.selectFrom('users').select(['id', 'name']).where('email', '=', 'a@x.io').execute()
     t.same(rows, [{ id: json(first).user.id, name: null }], 'the first account is untouched')
@@ -231,7 +231,7 @@ t.test('POST /auth/login', async (t) => {
     const unknown = await login({ email: uniqueEmail('nobody'), password: ada.password })
     for (const res of [wrong, unknown]) {
       t.equal(res.statusCode, 401)
-      t.same(json(res), { success: false, error: 'Invalid email or password' })
+      t.same(json(res), { success: false, error: 'Invalid email or password', code: 'INVALID_CREDENTIALS' })
       t.equal(authCookie(res), undefined, 'no cookie')
     }
     t.equal(wrong.body, unknown.body, 'byte-identical bodies')
@@ -244,6 +244,7 @@ t.test('POST /auth/login', async (t) => {
     t.same({ ...body, details: [...body.details].sort() }, {
       success: false,
       error: 'Invalid input',
+      code: 'INVALID_INPUT',
       details: ['Invalid email address - email', 'Password must be at least 6 characters - password']
     })
   })
@@ -255,7 +256,7 @@ t.test('POST /auth/login', async (t) => {
   t.test('a 6-character password passes validation (and is then checked)', async (t) => {
     const res = await login({ email: ada.email, password: '123456' })
     t.equal(res.statusCode, 401)
-    t.same(json(res), { success: false, error: 'Invalid email or password' })
+    t.same(json(res), { success: false, error: 'Invalid email or password', code: 'INVALID_CREDENTIALS' })
   })
 })
 
@@ -303,9 +304,22 @@ t.test('tokens the service must refuse', async (t) => {
     t.equal(json(res).data?.id, adaId)
   })
 
+  t.test('the service signs exactly the claims of spec §5.1 and a jti; a token with just those verifies', async (t) => {
+    t.same(Object.keys(real).sort(), ['aud', 'email', 'exp', 'iat', 'iss', 'jti', 'sub'])
+    t.equal(Number(real.exp) - Number(real.iat), SEVEN_DAYS)
+    // What another part of the deployment holding the secret (the origin's web middleware) signs.
+    const documented = { sub: adaId, email: ada.email, iss: APP_URL, aud: API_URL, iat: now, exp: now + SEVEN_DAYS, jti: randomUUID() }
+    const res = await me(bearer(sign(documented)))
+    t.equal(res.statusCode, 200)
+    t.equal(json(res).data?.id, adaId)
+  })
+
   const other = await registerUser(app, { email: uniqueEmail('other') })
-  const withoutExp = valid()
-  delete withoutExp.exp
+  const without = (claim: keyof Claims) => {
+    const claims = valid()
+    delete claims[claim]
+    return sign(claims)
+  }
   const [head, payload, signature] = adaToken.split('.') as [string, string, string]
   const flipped = (signature.startsWith('A') ? 'B' : 'A') + signature.slice(1)
 
@@ -317,7 +331,10 @@ t.test('tokens the service must refuse', async (t) => {
     ['alg none', sign(valid(), { alg: 'none' })],
     ['HS512 with the right secret', sign(valid(), { alg: 'HS512' })],
     ['signed with another secret', sign(valid(), { secret: 'another-secret-that-is-long-enough-9876543210' })],
-    ['missing exp', sign(withoutExp)],
+    ['missing exp', without('exp')],
+    ['missing iat', without('iat')],
+    ['missing jti', without('jti')],
+    ['missing sub', without('sub')],
     ['signature tampered', `${head}.${payload}.${flipped}`],
     ['payload sub tampered (to another real user)', `${head}.${b64url({ ...real, sub: other.id })}.${signature}`],
     ['garbage', 'not-a-jwt']
@@ -399,7 +416,7 @@ t.test('a deleted user: every token of theirs is 401', async (t) => {
 
   const res = await app.inject({ method: 'DELETE', url: '/account/delete', headers: user.auth })
   t.equal(res.statusCode, 200)
-  t.same(json(res), { success: true, data: null })
+  t.same(json(res), { success: true, data: { deleted: true } })
   t.same(await usersWithEmail(user.email), [])
 
   for (const token of [user.token, forged]) {
@@ -409,7 +426,7 @@ t.test('a deleted user: every token of theirs is 401', async (t) => {
   }
   const relogin = await login({ email: user.email, password: user.password })
   t.equal(relogin.statusCode, 401)
-  t.same(json(relogin), { success: false, error: 'Invalid email or password' })
+  t.same(json(relogin), { success: false, error: 'Invalid email or password', code: 'INVALID_CREDENTIALS' })
 })
 
 t.test('Secure cookie when API_URL is https', async (t) => {

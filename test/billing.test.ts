@@ -56,7 +56,7 @@ t.test('the full upgrade path: checkout → checkout.session.completed → pro a
   const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
   t.equal(res.statusCode, 200)
   const [sessionId, session] = [...stripe.checkoutSessions.entries()].at(-1)!
-  t.same(json(res), { success: true, data: { url: session.url } })
+  t.same(json(res), { success: true, data: { url: session.url, sessionId } })
 
   const [createCustomer, createSession] = stripe.calls
   t.match(createCustomer, { method: 'POST', path: '/v1/customers', params: { email: user.email, metadata: { userId: user.id } } })
@@ -71,8 +71,9 @@ t.test('the full upgrade path: checkout → checkout.session.completed → pro a
       metadata: { userId: user.id },
       subscription_data: { metadata: { userId: user.id } },
       line_items: [{ price: PRICE, quantity: '1' }],
-      success_url: /^http:\/\/localhost:3000\/billing\/success\?session_id=\{CHECKOUT_SESSION_ID\}$/,
-      cancel_url: 'http://localhost:3000/billing/cancel'
+      // The origin web client's billing page (APP_URL's default is http://localhost:3000).
+      success_url: 'http://localhost:3000/dashboard/billing?success=true',
+      cancel_url: 'http://localhost:3000/dashboard/billing?canceled=true'
     }
   })
   t.ok(createSession!.idempotencyKey, 'session creation carries an idempotency key')
@@ -80,7 +81,7 @@ t.test('the full upgrade path: checkout → checkout.session.completed → pro a
   t.equal((await preferencesRow(user.id)).payment_customer_id, session.customer, 'customer stored before the session')
 
   const before = await app.inject({ method: 'GET', url: '/subscription', headers: user.auth })
-  t.same(json(before), { success: true, data: { plan: 'free', status: null, subscriptionId: null, priceId: null, currentPeriodEnd: null, cancelAtPeriodEnd: false } })
+  t.same(json(before), { success: true, data: { plan: 'free', status: null, subscriptionId: null, priceId: null, currentPeriodEnd: null, cancelAtPeriodEnd: false, subscription: null } })
 
   const { session: completed, subscription } = stripe.completeCheckout(sessionId)
   const delivered = await deliver(checkoutSessionCompleted(completed))
@@ -89,14 +90,25 @@ t.test('the full upgrade path: checkout → checkout.session.completed → pro a
 
   const periodEnd = new Date(subscription.items.data[0].current_period_end * 1000).toISOString()
   const after = await app.inject({ method: 'GET', url: '/subscription', headers: user.auth })
-  t.same(json(after), { success: true, data: { plan: 'pro', status: 'active', subscriptionId: subscription.id, priceId: PRICE, currentPeriodEnd: periodEnd, cancelAtPeriodEnd: false } })
+  t.same(json(after), {
+    success: true,
+    data: {
+      plan: 'pro',
+      status: 'active',
+      subscriptionId: subscription.id,
+      priceId: PRICE,
+      currentPeriodEnd: periodEnd,
+      cancelAtPeriodEnd: false,
+      subscription: { id: subscription.id, customerId: session.customer, status: 'active', priceId: PRICE, currentPeriodEnd: periodEnd, cancelAtPeriodEnd: false, plan: 'pro' }
+    }
+  })
   const preferences = json(await app.inject({ method: 'GET', url: '/preferences', headers: user.auth })).data
   t.match(preferences, { plan: 'pro', paymentCustomerId: session.customer, paymentSubscriptionId: subscription.id, paymentSubscriptionStatus: 'active', paymentPriceId: PRICE, paymentCurrentPeriodEnd: periodEnd })
   t.same(await usageEvents(user.id, 'subscription_upgraded'), [{ properties: { userId: user.id, plan: 'pro' } }])
 
   const again = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
   t.equal(again.statusCode, 409)
-  t.same(json(again), { success: false, error: 'Subscription already active' })
+  t.same(json(again), { success: false, error: 'Subscription already active', code: 'SUBSCRIPTION_ALREADY_ACTIVE' })
 })
 
 t.test('two checkouts before paying reuse one provider customer', async (t) => {
@@ -128,7 +140,7 @@ t.test('renewal, dunning, cancel at period end, then deletion: the stored record
 
   const cancelled = await app.inject({ method: 'DELETE', url: '/subscription', headers: user.auth })
   t.equal(cancelled.statusCode, 200)
-  t.match(json(cancelled), { success: true, data: { plan: 'pro', subscriptionId: subscription.id, cancelAtPeriodEnd: true } })
+  t.match(json(cancelled), { success: true, data: { plan: 'pro', subscriptionId: subscription.id, cancelAtPeriodEnd: true, subscription: { id: subscription.id, cancelAtPeriodEnd: true, plan: 'pro' } } })
   t.equal(stripe.subscriptions.get(subscription.id).cancel_at_period_end, true, 'cancelled at the provider')
   t.match(stripe.calls.at(-1), { method: 'POST', path: `/v1/subscriptions/${subscription.id}`, params: { cancel_at_period_end: 'true' } })
 
@@ -140,7 +152,7 @@ t.test('renewal, dunning, cancel at period end, then deletion: the stored record
 
   const none = await app.inject({ method: 'DELETE', url: '/subscription', headers: user.auth })
   t.equal(none.statusCode, 404)
-  t.same(json(none), { success: false, error: 'No active subscription' })
+  t.same(json(none), { success: false, error: 'No active subscription', code: 'NO_ACTIVE_SUBSCRIPTION' })
 })
 
 t.test('signatures: missing, bad, stale, another secret, one byte changed → 400, nothing applied', async (t) => {
@@ -163,7 +175,7 @@ t.test('signatures: missing, bad, stale, another secret, one byte changed → 40
   for (const [name, send] of cases) {
     const res = await send()
     t.equal(res.statusCode, 400, name)
-    t.same(json(res), { success: false, error: 'Invalid signature' }, name)
+    t.same(json(res), { success: false, error: 'Invalid signature', code: 'INVALID_SIGNATURE' }, name)
   }
   t.equal(await eventRecorded((event as { id: string }).id), false, 'never recorded')
   t.equal((await preferencesRow(user.id)).payment_subscription_status, 'active', 'never applied')
@@ -252,7 +264,7 @@ t.test('provider down or slow during checkout: 502 and nothing half-stored', asy
     stripe.failNext(1, mode)
     const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
     t.equal(res.statusCode, 502, mode)
-    t.same(json(res), { success: false, error: 'Payment provider error' }, mode)
+    t.same(json(res), { success: false, error: 'Payment provider error', code: 'PAYMENT_PROVIDER_ERROR' }, mode)
     t.equal((await preferencesRow(user.id)).payment_customer_id, null, `${mode}: no customer stored`)
   }
 })
@@ -267,7 +279,7 @@ t.test('the price allowlist and the body are enforced before any provider call',
   ] as const) {
     const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload })
     t.equal(res.statusCode, 400)
-    t.same(json(res), { success: false, error: 'Validation failed', details })
+    t.same(json(res), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details })
   }
   t.same(stripe.calls, [], 'the provider was not called')
   const unauthenticated = await app.inject({ method: 'POST', url: '/checkout', payload: { priceId: PRICE } })
@@ -287,7 +299,7 @@ t.test('billing portal: 404 without a provider customer, the portal URL with one
   const user = await registerUser(app)
   const none = await app.inject({ method: 'POST', url: '/billing-portal', headers: user.auth })
   t.equal(none.statusCode, 404)
-  t.same(json(none), { success: false, error: 'No billing account' })
+  t.same(json(none), { success: false, error: 'No billing account', code: 'NO_STRIPE_CUSTOMER' })
   await subscribe(user)
   stripe.reset()
   const res = await app.inject({ method: 'POST', url: '/billing-portal', headers: user.auth })
@@ -302,7 +314,7 @@ t.test('account deletion cancels a live subscription first; a provider failure d
   stripe.failNext(1, 'error')
   const failed = await app.inject({ method: 'DELETE', url: '/account/delete', headers: user.auth })
   t.equal(failed.statusCode, 502)
-  t.same(json(failed), { success: false, error: 'Payment provider error' })
+  t.same(json(failed), { success: false, error: 'Payment provider error', code: 'PAYMENT_PROVIDER_ERROR' })
   t.ok(await app.db.selectFrom('users').select('id').where('id', '=', user.id).executeTakeFirst(), 'the user is still there')
 
   const deleted = await app.inject({ method: 'DELETE', url: '/account/delete', headers: user.auth })
@@ -317,7 +329,7 @@ t.test('without PAYMENT_SECRET_KEY the billing routes answer 503 and the rest ru
   for (const [method, url] of [['POST', '/checkout'], ['POST', '/billing-portal'], ['GET', '/subscription'], ['DELETE', '/subscription']] as const) {
     const res = await bare.inject({ method, url, headers: user.auth, ...(method === 'POST' && url === '/checkout' && { payload: { priceId: PRICE } }) })
     t.equal(res.statusCode, 503, `${method} ${url}`)
-    t.same(json(res), { success: false, error: 'Billing is not configured' })
+    t.same(json(res), { success: false, error: 'Billing is not configured', code: 'BILLING_NOT_CONFIGURED' })
   }
   const { body, headers } = signedDelivery(makeEvent('invoice.payment_failed', {}), WEBHOOK_SECRET)
   const webhook = await bare.inject({ method: 'POST', url: '/webhooks/payment', headers, payload: body })

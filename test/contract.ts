@@ -13,7 +13,7 @@ interface Route { method: string, pattern: RegExp, operation: Operation, path: s
 
 // Served by the app, deliberately left out of the document.
 const UNDOCUMENTED = [/^\/openapi\.json$/, /^\/docs(\/|$)/]
-const ENVELOPE = /^\{"success":false,"error":"[^"]+"(,"details":\[.*\])?\}$/
+const ENVELOPE = /^\{"success":false,"error":"[^"]+","code":"[A-Z_]+"(,"details":\[.*\])?\}$/
 
 export class ContractViolation extends Error {
   override name = 'ContractViolation'

@@ -25,7 +25,14 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
   t.equal(result.user.email, email)
   t.match(result.task, { title: 'Try the typed client', status: 'in-progress', completedAt: null })
   t.same(result.tasks.map((task) => task.id), [result.task.id])
-  t.equal(result.total, 1)
-  const session = [...stripe.checkoutSessions.values()].at(-1)
+  t.same(result.counts, { total: 1, todo: 0, inProgress: 1, completed: 0 })
+  t.equal(result.totalHeader, 1)
+  const [sessionId, session] = [...stripe.checkoutSessions.entries()].at(-1)!
   t.equal(result.checkoutUrl, session.url)
+  t.equal(result.checkoutSessionId, sessionId)
+
+  // Run again for the same email: the client reads the code EMAIL_TAKEN and signs in instead.
+  const again = await walkthrough(server.base, { email, password: 'correct horse battery', priceId: 'price_pro_monthly' })
+  t.equal(again.user.id, result.user.id)
+  t.equal(again.counts.total, 2)
 })

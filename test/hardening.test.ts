@@ -17,7 +17,7 @@ t.test('sign-in is limited per IP and per email: 429 envelope with Retry-After',
   for (let i = 0; i < 4; i++) statuses.push((await login(app, uniqueEmail(), address)).statusCode)
   t.same(statuses, [401, 401, 401, 429], 'the fourth attempt from one address is refused')
   const limited = await login(app, uniqueEmail(), address)
-  t.same(json(limited), { success: false, error: 'Too many requests' })
+  t.same(json(limited), { success: false, error: 'Too many requests', code: 'RATE_LIMITED' })
   t.match(limited.headers['retry-after'], /^\d+$/)
   t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'another address is not affected')
 
@@ -70,7 +70,7 @@ t.test('cookie sessions refuse unsafe requests from foreign origins; header toke
 
   const foreign = await create({ ...cookie, origin: 'https://evil.example' })
   t.equal(foreign.statusCode, 403)
-  t.same(json(foreign), { success: false, error: 'Forbidden' })
+  t.same(json(foreign), { success: false, error: 'Forbidden', code: 'FORBIDDEN' })
   t.equal((await create({ ...cookie, 'sec-fetch-site': 'cross-site' })).statusCode, 403, 'cross-site fetch without Origin')
   t.equal((await app.inject({ method: 'DELETE', url: '/account/delete', headers: { ...cookie, origin: 'https://evil.example' } })).statusCode, 403)
   t.equal((await create({ ...cookie, origin: 'http://localhost:3000' })).statusCode, 201, 'our own web client')
@@ -100,7 +100,7 @@ t.test('a full password-hashing queue answers 503 with Retry-After at once, befo
   }))
   t.same(finished.map((f) => f.status), [503, 503, 503, 503, 401, 401], 'the shed ones answered before either hash finished')
   for (const shed of finished.slice(0, 4)) {
-    t.same(shed.body, { success: false, error: 'Service unavailable' })
+    t.same(shed.body, { success: false, error: 'Service unavailable', code: 'OVERLOADED' })
     t.equal(shed.retryAfter, '5')
   }
   t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'once the queue drains, sign-ins are served again')
@@ -124,7 +124,7 @@ t.test('a shed sign-in or sign-up costs no database query', async (t) => {
   const signIn = await login(app, known.email, ip())
   const signUp = await app.inject({ method: 'POST', url: '/auth/register', remoteAddress: ip(), payload: { email: uniqueEmail('shed'), password: 'correct horse battery' } })
   t.same([signIn.statusCode, signUp.statusCode], [503, 503])
-  t.same(json(signUp), { success: false, error: 'Service unavailable' })
+  t.same(json(signUp), { success: false, error: 'Service unavailable', code: 'OVERLOADED' })
   t.equal(signIn.headers['retry-after'], '5')
   t.same(tables, [], 'neither looked the email up')
   t.equal(await hashing, false)
@@ -158,7 +158,7 @@ t.test('prototype pollution keys are refused, nothing is stored', async (t) => {
   for (const payload of ['{"title":"x","__proto__":{"admin":true}}', '{"title":"x","constructor":{"prototype":{"admin":true}}}']) {
     const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'application/json' }, payload })
     t.equal(res.statusCode, 400, payload)
-    t.same(json(res), { success: false, error: 'Invalid JSON body' })
+    t.same(json(res), { success: false, error: 'Invalid JSON body', code: 'INVALID_JSON' })
   }
   t.equal(({} as Record<string, unknown>).admin, undefined)
   const rows = await app.db.selectFrom('tasks').select('id').where('user_id', '=', user.id).execute()
@@ -172,7 +172,7 @@ t.test('two concurrent sign-ups for one email in two cases: one account, one 409
     app.inject({ method: 'POST', url: '/auth/register', payload: { email: address, password: 'correct horse battery' } })))
   t.same([a!.statusCode, b!.statusCode].sort(), [201, 409])
   const loser = a!.statusCode === 409 ? a! : b!
-  t.same(json(loser), { success: false, error: 'Email already registered' })
+  t.same(json(loser), { success: false, error: 'Email already registered', code: 'EMAIL_TAKEN' })
   const rows = await app.db.selectFrom('users').select('email').where('email', '=', email).execute()
   t.same(rows, [{ email }])
 })
@@ -188,7 +188,7 @@ t.test('over-long passwords are refused before any hashing', async (t) => {
   const huge = 'p'.repeat(10 * 1024)
   const register = await app.inject({ method: 'POST', url: '/auth/register', payload: { email: uniqueEmail(), password: huge } })
   t.equal(register.statusCode, 400)
-  t.same(json(register), { success: false, error: 'Validation failed', details: ['Password must be at most 72 bytes - password'] })
+  t.same(json(register), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Password must be at most 72 bytes - password'] })
   const signIn = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: uniqueEmail(), password: huge } })
   t.equal(signIn.statusCode, 400)
   t.equal(json(signIn).error, 'Invalid input')
@@ -210,7 +210,7 @@ t.test('an overloaded event loop sheds load with 503 + Retry-After; /health stay
     if (res.statusCode === 503) shed = { res, health: await app.inject({ method: 'GET', url: '/health' }) }
   }
   t.ok(shed, 'a request was shed')
-  t.same(json(shed!.res), { success: false, error: 'Service unavailable' })
+  t.same(json(shed!.res), { success: false, error: 'Service unavailable', code: 'OVERLOADED' })
   t.equal(shed!.res.headers['retry-after'], '5')
   t.equal(shed!.res.headers['x-content-type-options'], 'nosniff', 'a plugin\'s own 503 carries the security headers')
   t.match(shed!.res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'and the request id')

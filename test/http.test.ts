@@ -21,25 +21,63 @@ t.test('GET /ready pings the database', async (t) => {
 t.test('unknown route: 404 envelope', async (t) => {
   const res = await app.inject({ method: 'GET', url: '/nope' })
   t.equal(res.statusCode, 404)
-  t.same(json(res), { success: false, error: 'Not found' })
+  t.same(json(res), { success: false, error: 'Not found', code: 'NOT_FOUND' })
 })
 
 t.test('malformed JSON: 400 Invalid JSON body', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'application/json' }, payload: '{"title":' })
   t.equal(res.statusCode, 400)
-  t.same(json(res), { success: false, error: 'Invalid JSON body' })
+  t.same(json(res), { success: false, error: 'Invalid JSON body', code: 'INVALID_JSON' })
 })
 
 t.test('empty JSON body: 400 Invalid JSON body', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'application/json' }, payload: '' })
   t.equal(res.statusCode, 400)
-  t.same(json(res), { success: false, error: 'Invalid JSON body' })
+  t.same(json(res), { success: false, error: 'Invalid JSON body', code: 'INVALID_JSON' })
+})
+
+t.test('a route that takes no body: an empty JSON body (as browser fetch wrappers send) is no body', async (t) => {
+  const jsonHeaders = (token: string) => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' })
+  const task = json(await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: 'to delete' } })).data
+  for (const [label, headers] of [['content-length: 0', { 'content-length': '0' }], ['whitespace only', { 'content-length': '2' }]] as const) {
+    const payload = label === 'whitespace only' ? '\r\n' : ''
+    const me = await registerUser(app)
+    const out = await app.inject({ method: 'POST', url: '/auth/logout', headers: { ...jsonHeaders(me.token), ...headers }, payload })
+    t.equal(out.statusCode, 200, `logout, ${label}`)
+    t.same(json(out), { success: true, data: null })
+    t.equal((await app.inject({ method: 'GET', url: '/auth/me', headers: me.auth })).statusCode, 401, 'and the token is revoked')
+  }
+  const deleted = await app.inject({ method: 'DELETE', url: `/tasks/${task.id}`, headers: { ...jsonHeaders(user.token), 'content-length': '0' }, payload: '' })
+  t.equal(deleted.statusCode, 200)
+  t.same(json(deleted), { success: true, data: { id: task.id, deleted: true } })
+
+  for (const empty of ['{}', 'null', ' { } ']) {
+    const other = await registerUser(app)
+    const res = await app.inject({ method: 'POST', url: '/auth/logout', headers: jsonHeaders(other.token), payload: empty })
+    t.equal(res.statusCode, 200, `${JSON.stringify(empty)} says nothing either`)
+  }
+  const me = await registerUser(app)
+  for (const [payload, code, details] of [
+    ['{"everywhere":true}', 'VALIDATION_FAILED', ['This operation takes no body - body']],
+    ['[]', 'VALIDATION_FAILED', ['This operation takes no body - body']],
+    ['"text"', 'VALIDATION_FAILED', ['This operation takes no body - body']],
+    ['{"a":', 'INVALID_JSON', undefined]
+  ] as const) {
+    const res = await app.inject({ method: 'POST', url: '/auth/logout', headers: jsonHeaders(me.token), payload })
+    t.equal(res.statusCode, 400, `a body that says something is refused, not ignored: ${payload}`)
+    t.same(json(res), { success: false, error: code === 'INVALID_JSON' ? 'Invalid JSON body' : 'Validation failed', code, ...(details && { details }) })
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/auth/me', headers: me.auth })).statusCode, 200, 'the refused sign-outs did nothing')
+
+  const unknown = await app.inject({ method: 'POST', url: '/no/such/route', headers: { 'content-type': 'application/json' }, payload: '{"a":1}' })
+  t.equal(unknown.statusCode, 404, 'an unknown route is 404 whatever its body')
+  t.same(json(unknown), { success: false, error: 'Not found', code: 'NOT_FOUND' })
 })
 
 t.test('text/plain on a JSON route: 415', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, 'content-type': 'text/plain' }, payload: 'hello' })
   t.equal(res.statusCode, 415)
-  t.same(json(res), { success: false, error: 'Unsupported media type' })
+  t.same(json(res), { success: false, error: 'Unsupported media type', code: 'UNSUPPORTED_MEDIA_TYPE' })
 })
 
 t.test('body over 1 MiB: 413', async (t) => {
@@ -50,7 +88,7 @@ t.test('body over 1 MiB: 413', async (t) => {
     payload: JSON.stringify({ title: 'big', description: 'x'.repeat(1024 * 1024) })
   })
   t.equal(res.statusCode, 413)
-  t.same(json(res), { success: false, error: 'Payload too large' })
+  t.same(json(res), { success: false, error: 'Payload too large', code: 'PAYLOAD_TOO_LARGE' })
 })
 
 t.test('every response carries x-request-id; a sane incoming one is echoed', async (t) => {

@@ -18,7 +18,7 @@ t.test('unknown email and wrong password: same answer, same cost (50 tries each)
     unknown.push(await time(uniqueEmail('nobody')))
     wrong.push(await time(user.email))
   }
-  t.same(new Set([...unknown, ...wrong].map((r) => `${r.status} ${r.body}`)), new Set(['401 {"success":false,"error":"Invalid email or password"}']))
+  t.same(new Set([...unknown, ...wrong].map((r) => `${r.status} ${r.body}`)), new Set(['401 {"success":false,"error":"Invalid email or password","code":"INVALID_CREDENTIALS"}']))
   const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   const [mu, mw] = [median(unknown.map((r) => r.ms)), median(wrong.map((r) => r.ms))]
   t.comment(`login failure medians: unknown email ${mu.toFixed(1)} ms, wrong password ${mw.toFixed(1)} ms`)

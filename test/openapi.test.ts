@@ -1,5 +1,6 @@
 // The generated OpenAPI document lists every route of the contract with its security and error envelopes.
 import t from 'tap'
+import { ERROR_CODES } from '../schemas/errors.js'
 import { build, json } from './helper.js'
 
 const app = await build(t)
@@ -14,6 +15,7 @@ const expected: Array<[string, string, 'public' | 'protected']> = [
   ['post', '/auth/logout', 'protected'],
   ['get', '/account/profile', 'protected'],
   ['patch', '/account/profile', 'protected'],
+  ['put', '/account/profile', 'protected'],
   ['delete', '/account/delete', 'protected'],
   ['get', '/tasks', 'protected'],
   ['post', '/tasks', 'protected'],
@@ -67,6 +69,21 @@ t.test('each operation has an id, a tag, a summary, and its security and error e
       t.equal(JSON.stringify(op.requestBody).includes('errorMessage'), false, 'internal ajv keyword stripped')
     }
   }
+})
+
+t.test('every error response documents the stable `code`, an enum of the catalog', async (t) => {
+  let checked = 0
+  for (const [method, path] of expected) {
+    for (const [status, response] of Object.entries(doc.paths[path][method].responses as Record<string, any>)) {
+      if (!/^[45]/.test(status)) continue
+      const schema = response.content['application/json'].schema
+      t.ok(schema.required.includes('code'), `${method} ${path} ${status}: code is required`)
+      t.same(schema.properties.code.enum, ERROR_CODES, `${method} ${path} ${status}: code lists the catalog`)
+      checked++
+    }
+  }
+  t.ok(checked > 100, `${checked} error responses checked`)
+  t.ok(ERROR_CODES.includes('NO_STRIPE_CUSTOMER'), 'the code the origin client branches on')
 })
 
 t.test('no response schema exposes the password hash', async (t) => {

@@ -7,14 +7,18 @@ const app = await build(t)
 const alice = await registerUser(app)
 const bob = await registerUser(app)
 
+// The response uses the origin web client's vocabulary (spec/client-compat.md).
 const DEFAULTS = {
   theme: 'system',
   language: 'en',
+  timezone: null,
   plan: 'free',
   defaultStatus: 'todo',
-  emailNotifications: true,
-  taskReminders: true,
-  weeklyDigest: false,
+  defaultTaskStatus: 'todo',
+  emailNotifications: 'enabled',
+  taskReminders: 'enabled',
+  weeklyDigest: 'disabled',
+  pushNotifications: 'disabled',
   paymentCustomerId: null,
   paymentSubscriptionId: null,
   paymentSubscriptionStatus: null,
@@ -33,14 +37,18 @@ const storedRow = (userId: string) =>
 async function stored (userId: string) {
   const row = await storedRow(userId)
   if (row === undefined) return undefined
+  const toggle = (on: boolean) => on ? 'enabled' : 'disabled'
   return {
     theme: row.theme,
     language: row.language,
+    timezone: row.timezone,
     plan: row.plan,
     defaultStatus: row.default_status,
-    emailNotifications: row.email_notifications,
-    taskReminders: row.task_reminders,
-    weeklyDigest: row.weekly_digest,
+    defaultTaskStatus: row.default_status,
+    emailNotifications: toggle(row.email_notifications),
+    taskReminders: toggle(row.task_reminders),
+    weeklyDigest: toggle(row.weekly_digest),
+    pushNotifications: toggle(row.push_notifications),
     paymentCustomerId: row.payment_customer_id,
     paymentSubscriptionId: row.payment_subscription_id,
     paymentSubscriptionStatus: row.payment_subscription_status,
@@ -54,10 +62,10 @@ t.test('every /preferences method needs a valid token', async (t) => {
     const payload = method === 'GET' ? undefined : { theme: 'dark' }
     const missing = await app.inject({ method, url: '/preferences', payload })
     t.equal(missing.statusCode, 401, `${method} without a token`)
-    t.same(json(missing), { success: false, error: 'Unauthorized' })
+    t.same(json(missing), { success: false, error: 'Unauthorized', code: 'UNAUTHORIZED' })
     const garbage = await app.inject({ method, url: '/preferences', payload, headers: { authorization: 'Bearer not-a-jwt' } })
     t.equal(garbage.statusCode, 401, `${method} with a garbage token`)
-    t.same(json(garbage), { success: false, error: 'Unauthorized' })
+    t.same(json(garbage), { success: false, error: 'Unauthorized', code: 'UNAUTHORIZED' })
   }
   t.same(await stored(alice.id), DEFAULTS, 'nothing was written')
 })
@@ -111,9 +119,10 @@ t.test('PATCH /preferences updates the user-editable fields', async (t) => {
     theme: 'dark',
     language: 'de',
     defaultStatus: 'in-progress',
-    emailNotifications: false,
-    taskReminders: false,
-    weeklyDigest: true
+    defaultTaskStatus: 'in-progress',
+    emailNotifications: 'disabled',
+    taskReminders: 'disabled',
+    weeklyDigest: 'enabled'
   }
   t.same(json(res), { success: true, data: expected }, 'the full preferences come back')
   t.same(await stored(alice.id), expected, 'and are stored')
@@ -133,14 +142,14 @@ t.test('PUT /preferences is the same partial update', async (t) => {
   const before = await stored(alice.id)
   const res = await writePreferences('PUT', alice, { weeklyDigest: false, defaultStatus: 'completed' })
   t.equal(res.statusCode, 200)
-  const expected = { ...before, weeklyDigest: false, defaultStatus: 'completed' }
+  const expected = { ...before, weeklyDigest: 'disabled', defaultStatus: 'completed', defaultTaskStatus: 'completed' }
   t.same(json(res), { success: true, data: expected }, 'omitted fields are kept, not reset')
   t.same(await stored(alice.id), expected)
 
   const single = await writePreferences('PUT', alice, { emailNotifications: true })
   t.equal(single.statusCode, 200)
-  t.same(json(single), { success: true, data: { ...expected, emailNotifications: true } })
-  t.same(await stored(alice.id), { ...expected, emailNotifications: true })
+  t.same(json(single), { success: true, data: { ...expected, emailNotifications: 'enabled' } })
+  t.same(await stored(alice.id), { ...expected, emailNotifications: 'enabled' })
 })
 
 t.test('plan, payment fields and userId are refused with 400 on PATCH and PUT', async (t) => {
@@ -159,11 +168,11 @@ t.test('plan, payment fields and userId are refused with 400 on PATCH and PUT', 
     for (const [field, value] of Object.entries(refused)) {
       const alone = await writePreferences(method, alice, { [field]: value })
       t.equal(alone.statusCode, 400, `${method} ${field}`)
-      t.same(json(alone), { success: false, error: 'Validation failed', details: [`Unknown field - ${field}`] })
+      t.same(json(alone), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: [`Unknown field - ${field}`] })
 
       const withValid = await writePreferences(method, alice, { theme: 'dark', [field]: value })
       t.equal(withValid.statusCode, 400, `${method} ${field} beside a valid field`)
-      t.same(json(withValid), { success: false, error: 'Validation failed', details: [`Unknown field - ${field}`] })
+      t.same(json(withValid), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: [`Unknown field - ${field}`] })
     }
   }
   const after = await stored(alice.id)
@@ -183,14 +192,23 @@ t.test('PATCH /preferences refuses invalid values and stores nothing', async (t)
     [{ language: 'abc-abcdefgh' }, 'language'],
     [{ defaultStatus: 'done' }, 'defaultStatus'],
     [{ emailNotifications: 'yes' }, 'emailNotifications'],
-    [{ weeklyDigest: 'often' }, 'weeklyDigest']
+    [{ emailNotifications: null }, 'emailNotifications'],
+    [{ weeklyDigest: 'often' }, 'weeklyDigest'],
+    [{ pushNotifications: 'on' }, 'pushNotifications'],
+    [{ defaultTaskStatus: 'cancelled' }, 'defaultTaskStatus'],
+    [{ defaultStatus: 'todo', defaultTaskStatus: 'completed' }, 'defaultTaskStatus'],
+    [{ timezone: 'Mars/Olympus' }, 'timezone'],
+    [{ timezone: '+01:00' }, 'timezone'],
+    [{ timezone: 'Europe/Paris; drop table' }, 'timezone'],
+    [{ timezone: `Europe/${'x'.repeat(94)}` }, 'timezone'],
+    [{ timezone: '' }, 'timezone']
   ]
   for (const method of ['PATCH', 'PUT'] as const) {
     for (const [payload, field] of cases) {
       const res = await writePreferences(method, alice, payload)
       t.equal(res.statusCode, 400, `${method} ${JSON.stringify(payload)}`)
       const body = json(res)
-      t.match(body, { success: false, error: 'Validation failed' })
+      t.match(body, { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' })
       t.equal(body.details?.length, 1, 'one detail')
       t.match(body.details, [new RegExp(` - ${field}$`)], 'naming the field')
     }
@@ -213,8 +231,28 @@ t.test('an empty body is 400 on PATCH and PUT', async (t) => {
   for (const method of ['PATCH', 'PUT'] as const) {
     const res = await writePreferences(method, alice, {})
     t.equal(res.statusCode, 400, method)
-    t.match(json(res), { success: false, error: 'Validation failed', details: Array })
+    t.match(json(res), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: Array })
     t.equal(json(res).details.length, 1)
   }
   t.same(await stored(alice.id), before)
+})
+
+t.test('the origin client\'s vocabulary: both names of the default status, enabled/disabled or booleans, timezone', async (t) => {
+  const res = await writePreferences('PUT', alice, { defaultTaskStatus: 'todo', emailNotifications: 'disabled', taskReminders: true, weeklyDigest: 'enabled', pushNotifications: true, timezone: 'America/Argentina/Buenos_Aires' })
+  t.equal(res.statusCode, 200)
+  t.match(json(res).data, { defaultStatus: 'todo', defaultTaskStatus: 'todo', emailNotifications: 'disabled', taskReminders: 'enabled', weeklyDigest: 'enabled', pushNotifications: 'enabled', timezone: 'America/Argentina/Buenos_Aires' })
+  t.match(await storedRow(alice.id), { default_status: 'todo', email_notifications: false, task_reminders: true, weekly_digest: true, push_notifications: true, timezone: 'America/Argentina/Buenos_Aires' })
+
+  const agreeing = await writePreferences('PATCH', alice, { defaultStatus: 'completed', defaultTaskStatus: 'completed', pushNotifications: 'disabled' })
+  t.equal(agreeing.statusCode, 200, 'both names at once when they agree')
+  t.match(json(agreeing).data, { defaultStatus: 'completed', defaultTaskStatus: 'completed', pushNotifications: 'disabled' })
+
+  const lowerCase = await writePreferences('PATCH', alice, { timezone: 'europe/paris' })
+  t.equal(json(lowerCase).data.timezone, 'Europe/Paris', 'a zone in another case is stored in its canonical spelling')
+  const utc = await writePreferences('PATCH', alice, { timezone: 'UTC' })
+  t.equal(json(utc).data.timezone, 'UTC')
+  const cleared = await writePreferences('PATCH', alice, { timezone: null })
+  t.equal(cleared.statusCode, 200)
+  t.equal(json(cleared).data.timezone, null, 'null clears it')
+  t.equal((await storedRow(alice.id))?.timezone, null)
 })

@@ -24,8 +24,8 @@ t.test('GET /tasks runs prepared statements, also after a migration adds columns
   t.match(await prepared(app.db), ['tasks_page', 'user_for_token'], 'the page and the token check are prepared')
   const filteredPast = await app.inject({ method: 'GET', url: '/tasks?status=todo&offset=5', headers: user.auth })
   t.same(json(filteredPast).data, [])
-  t.equal(filteredPast.headers['x-total-count'], '2', 'counted by the fallback statement')
-  t.same(await prepared(app.db), ['tasks_count_by_status', 'tasks_page', 'tasks_page_by_status', 'user_for_token'])
+  t.equal(filteredPast.headers['x-total-count'], '2', 'a page past the end still carries the counts: the one statement always answers a row')
+  t.same(await prepared(app.db), ['tasks_page', 'tasks_page_by_status', 'user_for_token'])
 
   // What a newer instance's migration might do while this one serves.
   await sql`alter table tasks add column later_column text`.execute(app.db)

@@ -7,7 +7,8 @@ import fc from 'fast-check'
 import type { InjectOptions, LightMyRequestResponse } from 'fastify'
 import t from 'tap'
 import { BODY_LIMIT } from '../app.js'
-import { createUserWithPreferences } from '../db/users.js'
+import { createUserWithPreferences, earliestTokenIat } from '../db/users.js'
+import { ERROR_CODES } from '../schemas/errors.js'
 import { build, registerUser, type TestUser } from './helper.js'
 import { signedDelivery } from './stripe-events.js'
 import { startStripeStandIn } from './stripe-stand-in.js'
@@ -194,7 +195,7 @@ async function performCall (call: Call, model: Model, remoteAddress: string): Pr
   if (taskId !== undefined && target?.owner !== me.label) {
     // Another user's task and a missing one look the same; a bad body may be refused first.
     assert.ok([400, 404].includes(res.statusCode), `${where}: a task that is not the caller's answered ${res.statusCode}: ${res.body}`)
-    if (res.statusCode === 404) assert.deepEqual(parseJson(res), { success: false, error: 'Task not found' }, `${where}: 404 body`)
+    if (res.statusCode === 404) assert.deepEqual(parseJson(res), { success: false, error: 'Task not found', code: 'TASK_NOT_FOUND' }, `${where}: 404 body`)
     return
   }
   assert.ok([200, 201, 400].includes(res.statusCode), `${where}: unexpected ${res.statusCode}: ${res.body}`)
@@ -361,7 +362,8 @@ const bodyArb = fc.oneof(
   { arbitrary: fc.array(fieldValue, { maxLength: 4 }), weight: 1 }
 )
 
-const ENVELOPE_KEYS = new Set(['success', 'data', 'token', 'user'])
+// The list's counts sit beside `data` (GET /tasks).
+const ENVELOPE_KEYS = new Set(['success', 'data', 'token', 'user', 'total', 'todo', 'inProgress', 'completed'])
 
 /** The answer is documented for the operation, never a 500, and its body is well formed. */
 function assertWellFormed (op: Operation, res: LightMyRequestResponse, where: string): void {
@@ -386,11 +388,12 @@ function assertWellFormed (op: Operation, res: LightMyRequestResponse, where: st
     for (const key of Object.keys(body)) assert.ok(ENVELOPE_KEYS.has(key), `${where}: unexpected key ${key}`)
     return
   }
-  const { success, error, details, ...rest } = body
+  const { success, error, code, details, ...rest } = body
   assert.equal(success, false, `${where}: success flag: ${res.body.slice(0, 300)}`)
   assert.ok(typeof error === 'string' && error.length > 0, `${where}: error is not a string: ${res.body.slice(0, 300)}`)
+  assert.ok((ERROR_CODES as string[]).includes(code), `${where}: code is not one of the catalog's: ${res.body.slice(0, 300)}`)
   assert.ok(details === undefined || (Array.isArray(details) && details.every((d: unknown) => typeof d === 'string')), `${where}: details: ${res.body.slice(0, 300)}`)
-  assert.deepEqual(rest, {}, `${where}: keys beside success, error, details`)
+  assert.deepEqual(rest, {}, `${where}: keys beside success, error, code, details`)
 }
 
 // A valid bcrypt hash for the throwaway users (their password is the helper's default).
@@ -408,11 +411,12 @@ function swappedExample (op: Operation, swap: { value: unknown, index: number })
   return { ...base, [keys[swap.index % keys.length] as string]: swap.value }
 }
 
-/** A fresh token for the user as stored now (a password change bumps the version). */
+/** A fresh token for the user as stored now (a password change ends older ones). */
 async function freshAuth (userId: string): Promise<{ authorization: string }> {
-  const row = await app.db.selectFrom('users').select(['email', 'token_version']).where('id', '=', userId).executeTakeFirst()
+  const row = await app.db.selectFrom('users').select(['email', 'password_changed_at']).where('id', '=', userId).executeTakeFirst()
   // Once deleted, any well-signed token of theirs must be refused.
-  const token = app.jwt.sign({ sub: userId, email: row?.email ?? 'gone@example.com', jti: randomUUID(), ver: row?.token_version ?? 0 })
+  const iat = Math.max(Math.floor(Date.now() / 1000), row === undefined ? 0 : earliestTokenIat(row))
+  const token = app.jwt.sign({ sub: userId, email: row?.email ?? 'gone@example.com', jti: randomUUID(), iat })
   return { authorization: `Bearer ${token}` }
 }
 
@@ -438,7 +442,7 @@ t.test(`property 2 (${BODY_RUNS} runs × ${operations.length} operations, protec
           requests++
           assertWellFormed(op, res, where)
           if (!authenticated && !op.isPublic) {
-            assert.deepEqual({ status: res.statusCode, body: parseJson(res) }, { status: 401, body: { success: false, error: 'Unauthorized' } }, `${where}: protected route without a token`)
+            assert.deepEqual({ status: res.statusCode, body: parseJson(res) }, { status: 401, body: { success: false, error: 'Unauthorized', code: 'UNAUTHORIZED' } }, `${where}: protected route without a token`)
           }
         }
       }

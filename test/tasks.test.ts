@@ -10,7 +10,7 @@ const other = await registerUser(app)
 
 const TASK_KEYS = ['completedAt', 'createdAt', 'description', 'dueDate', 'id', 'status', 'title', 'updatedAt']
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
-const NOT_FOUND = { success: false, error: 'Task not found' }
+const NOT_FOUND = { success: false, error: 'Task not found', code: 'TASK_NOT_FOUND' }
 const LONG_AGO = '2020-01-01T00:00:00.000Z'
 
 type Assert = Pick<typeof t, 'equal' | 'same' | 'match' | 'ok'>
@@ -41,7 +41,7 @@ async function countOwnTasks (userId: string, status?: 'completed'): Promise<num
 function assertValidationFailed (t: Assert, res: LightMyRequestResponse, field: string) {
   t.equal(res.statusCode, 400)
   const body = json(res)
-  t.same(Object.keys(body).sort(), ['details', 'error', 'success'])
+  t.same(Object.keys(body).sort(), ['code', 'details', 'error', 'success'])
   t.equal(body.success, false)
   t.equal(body.error, 'Validation failed')
   t.equal(body.details.length, 1, JSON.stringify(body.details))
@@ -93,6 +93,19 @@ t.test('POST /tasks', async (t) => {
     t.match(await taskRow(task.id), { description: null, due_date: null })
   })
 
+  t.test('completedAt: null is accepted (the origin client sends it); the server sets the value', async (t) => {
+    const open = await createTask(owner, { title: 'From the dialog', description: '', status: 'todo', dueDate: null, completedAt: null })
+    t.match(open, { status: 'todo', completedAt: null })
+    const done = await createTask(owner, { title: 'Done from the dialog', status: 'completed', completedAt: null })
+    t.match(done.completedAt, ISO, 'completed on create: the server sets completedAt whatever the body says')
+    const patched = await app.inject({ method: 'PATCH', url: `/tasks/${open.id}`, headers: owner.auth, payload: { title: 'Edited', completedAt: null } })
+    t.equal(patched.statusCode, 200)
+    t.match(json(patched).data, { title: 'Edited', completedAt: null })
+    const replaced = await app.inject({ method: 'PUT', url: `/tasks/${done.id}`, headers: owner.auth, payload: { title: 'Replaced', status: 'completed', completedAt: null } })
+    t.equal(replaced.statusCode, 200)
+    t.equal(json(replaced).data.completedAt, done.completedAt, 'a completed task keeps its completion time')
+  })
+
   t.test('status completed on create sets completedAt', async (t) => {
     const task = await createTask(owner, { title: 'Already done', status: 'completed' })
     t.equal(task.status, 'completed')
@@ -134,7 +147,8 @@ t.test('POST /tasks', async (t) => {
       { name: 'status outside the three', payload: { title: 'ok', status: 'done' }, field: 'status' },
       { name: 'dueDate not a date-time', payload: { title: 'ok', dueDate: 'tomorrow' }, field: 'dueDate' },
       { name: 'unknown field userId', payload: { title: 'ok', userId: other.id }, details: ['Unknown field - userId'] },
-      { name: 'unknown field id', payload: { title: 'ok', id: 1 }, details: ['Unknown field - id'] }
+      { name: 'unknown field id', payload: { title: 'ok', id: 1 }, details: ['Unknown field - id'] },
+      { name: 'completedAt set by the client', payload: { title: 'ok', completedAt: '2026-01-01T00:00:00.000Z' }, details: ['Is set by the server when the status becomes completed; send null or leave it out - completedAt'] }
     ]
     const otherTasksBefore = await countRows('tasks', other.id)
     for (const c of cases) {
@@ -144,7 +158,7 @@ t.test('POST /tasks', async (t) => {
         const res = await app.inject({ method: 'POST', url: '/tasks', headers: owner.auth, payload: c.payload })
         if (c.details) {
           t.equal(res.statusCode, 400)
-          t.same(json(res), { success: false, error: 'Validation failed', details: c.details })
+          t.same(json(res), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: c.details })
         } else {
           assertValidationFailed(t, res, c.field ?? '')
         }
@@ -165,24 +179,29 @@ t.test('GET /tasks', async (t) => {
   const foreign = await createTask(other, { title: 'not yours' })
 
   const list = (user: TestUser, query = '') => app.inject({ method: 'GET', url: `/tasks${query}`, headers: user.auth })
+  // The caller's tasks by status, whatever the filter and page (one of each).
+  const COUNTS = { todo: 1, inProgress: 1, completed: 1 }
 
   t.test('only the caller\'s tasks, newest first, with X-Total-Count', async (t) => {
     const res = await list(lister)
     t.equal(res.statusCode, 200)
     t.equal(String(res.headers['x-total-count']), '3')
     const body = json(res)
-    t.same(Object.keys(body).sort(), ['data', 'success'])
+    t.same(Object.keys(body).sort(), ['completed', 'data', 'inProgress', 'success', 'todo', 'total'])
     t.equal(body.success, true)
     t.same(body.data, [third, second, first])
+    t.match(body, { total: 3, ...COUNTS }, 'the counts beside the page, total = X-Total-Count')
     t.notOk(body.data.some((task: { id: number }) => task.id === foreign.id))
   })
 
-  t.test('a user without tasks gets an empty array and a count of 0', async (t) => {
+  t.test('a user without tasks gets an empty array and counts of 0', async (t) => {
     const empty = await registerUser(app)
     const res = await list(empty)
     t.equal(res.statusCode, 200)
-    t.same(json(res), { success: true, data: [] })
+    t.same(json(res), { success: true, data: [], total: 0, todo: 0, inProgress: 0, completed: 0 })
     t.equal(String(res.headers['x-total-count']), '0')
+    const filtered = await list(empty, '?status=completed')
+    t.same(json(filtered), { success: true, data: [], total: 0, todo: 0, inProgress: 0, completed: 0 })
   })
 
   t.test('ordered by created_at desc, then id desc', async (t) => {
@@ -202,11 +221,11 @@ t.test('GET /tasks', async (t) => {
   t.test('status filter; X-Total-Count counts the filtered set', async (t) => {
     const completed = await list(lister, '?status=completed')
     t.equal(completed.statusCode, 200)
-    t.same(json(completed), { success: true, data: [second] })
+    t.same(json(completed), { success: true, data: [second], total: 1, ...COUNTS }, 'total counts the filter, the status counts ignore it')
     t.equal(String(completed.headers['x-total-count']), '1')
 
     const todo = await list(lister, '?status=todo')
-    t.same(json(todo), { success: true, data: [first] })
+    t.same(json(todo), { success: true, data: [first], total: 1, ...COUNTS })
     t.equal(String(todo.headers['x-total-count']), '1')
 
     const otherTodo = await list(other, '?status=todo')
@@ -225,7 +244,7 @@ t.test('GET /tasks', async (t) => {
 
     const past = await list(lister, '?offset=10')
     t.equal(past.statusCode, 200)
-    t.same(json(past), { success: true, data: [] })
+    t.same(json(past), { success: true, data: [], total: 3, ...COUNTS })
     t.equal(String(past.headers['x-total-count']), '3')
 
     const filteredPage = await list(lister, '?status=in-progress&limit=1&offset=0')
@@ -233,32 +252,37 @@ t.test('GET /tasks', async (t) => {
     t.equal(String(filteredPage.headers['x-total-count']), '1')
 
     const filteredPast = await list(lister, '?status=in-progress&offset=1')
-    t.same(json(filteredPast), { success: true, data: [] })
+    t.same(json(filteredPast), { success: true, data: [], total: 1, ...COUNTS })
     t.equal(String(filteredPast.headers['x-total-count']), '1', 'a filtered page past the end still counts the filter')
   })
 
-  t.test('limit defaults to 50 and accepts up to 100', async (t) => {
+  t.test('limit defaults to 1,000 and accepts up to 1,000', async (t) => {
     const pager = await registerUser(app)
     await app.db.insertInto('tasks')
-      .values(Array.from({ length: 51 }, (_, i) => ({ user_id: pager.id, title: `bulk ${i}`, updated_at: new Date() })))
+      .values(Array.from({ length: 1001 }, (_, i) => ({ user_id: pager.id, title: `bulk ${i}`, status: i % 10 === 0 ? 'completed' as const : 'todo' as const, updated_at: new Date() })))
       .execute()
     const byDefault = await list(pager)
     t.equal(byDefault.statusCode, 200)
-    t.equal(json(byDefault).data.length, 50)
-    t.equal(String(byDefault.headers['x-total-count']), '51')
+    t.equal(json(byDefault).data.length, 1000)
+    t.equal(String(byDefault.headers['x-total-count']), '1001')
+    t.match(json(byDefault), { total: 1001, todo: 900, inProgress: 0, completed: 101 })
 
-    const max = await list(pager, '?limit=100')
+    const small = await list(pager, '?limit=100')
+    t.equal(small.statusCode, 200)
+    t.equal(json(small).data.length, 100)
+
+    const max = await list(pager, '?limit=1000&offset=1')
     t.equal(max.statusCode, 200)
-    t.equal(json(max).data.length, 51)
+    t.equal(json(max).data.length, 1000)
 
-    const rest = await list(pager, '?offset=50')
+    const rest = await list(pager, '?offset=1000')
     t.equal(json(rest).data.length, 1)
   })
 
   t.test('invalid query: 400 Validation failed', async (t) => {
     const cases: Array<[string, string]> = [
       ['?limit=0', 'limit'],
-      ['?limit=101', 'limit'],
+      ['?limit=1001', 'limit'],
       ['?limit=-1', 'limit'],
       ['?limit=abc', 'limit'],
       ['?limit=1.5', 'limit'],
@@ -276,7 +300,7 @@ t.test('GET /tasks', async (t) => {
       })
     }
     const unknown = await list(lister, '?foo=1')
-    t.same(json(unknown), { success: false, error: 'Validation failed', details: ['Unknown field - foo'] })
+    t.same(json(unknown), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Unknown field - foo'] })
   })
 })
 
@@ -391,12 +415,12 @@ t.test('PATCH /tasks/:id', async (t) => {
 
     const empty = await patch(task.id, {})
     t.equal(empty.statusCode, 400)
-    t.match(json(empty), { success: false, error: 'Validation failed', details: Array })
+    t.match(json(empty), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: Array })
     t.ok(json(empty).details.length >= 1)
 
     const blank = await patch(task.id, { title: '  ' })
     t.equal(blank.statusCode, 400)
-    t.same(json(blank), { success: false, error: 'Validation failed', details: ['Title is required - title'] })
+    t.same(json(blank), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Title is required - title'] })
 
     const nullTitle = await patch(task.id, { title: null })
     assertValidationFailed(t, nullTitle, 'title')
@@ -407,9 +431,9 @@ t.test('PATCH /tasks/:id', async (t) => {
     assertValidationFailed(t, await patch(task.id, { dueDate: 'soon' }), 'dueDate')
 
     const foreignField = await patch(task.id, { userId: other.id })
-    t.same(json(foreignField), { success: false, error: 'Validation failed', details: ['Unknown field - userId'] })
+    t.same(json(foreignField), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Unknown field - userId'] })
     const completedAt = await patch(task.id, { completedAt: LONG_AGO })
-    t.same(json(completedAt), { success: false, error: 'Validation failed', details: ['Unknown field - completedAt'] })
+    t.same(json(completedAt), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Is set by the server when the status becomes completed; send null or leave it out - completedAt'] })
 
     t.same(await taskRow(task.id), before)
   })
@@ -467,14 +491,14 @@ t.test('PUT /tasks/:id', async (t) => {
 
     const noTitle = await put(task.id, { description: 'no title' })
     t.equal(noTitle.statusCode, 400)
-    t.same(json(noTitle), { success: false, error: 'Validation failed', details: ['Title is required - title'] })
+    t.same(json(noTitle), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Title is required - title'] })
 
     const blank = await put(task.id, { title: ' ' })
-    t.same(json(blank), { success: false, error: 'Validation failed', details: ['Title is required - title'] })
+    t.same(json(blank), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Title is required - title'] })
 
     assertValidationFailed(t, await put(task.id, { title: 'ok', status: 'done' }), 'status')
     const unknown = await put(task.id, { title: 'ok', userId: other.id })
-    t.same(json(unknown), { success: false, error: 'Validation failed', details: ['Unknown field - userId'] })
+    t.same(json(unknown), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Unknown field - userId'] })
 
     t.same(await taskRow(task.id), before)
   })
@@ -491,7 +515,7 @@ t.test('DELETE /tasks/:id', async (t) => {
 
   const res = await app.inject({ method: 'DELETE', url: `/tasks/${task.id}`, headers: owner.auth })
   t.equal(res.statusCode, 200)
-  t.same(json(res), { success: true, data: { id: task.id } })
+  t.same(json(res), { success: true, data: { id: task.id, deleted: true } })
   t.equal(await taskRow(task.id), undefined, 'row is gone')
 
   const fetched = await app.inject({ method: 'GET', url: `/tasks/${task.id}`, headers: owner.auth })
@@ -571,7 +595,7 @@ t.test('no valid token: 401 on every tasks route, nothing changes', async (t) =>
       await t.test(`${label}: ${method} ${url}`, async (t) => {
         const res = await app.inject({ method, url, headers, payload })
         t.equal(res.statusCode, 401)
-        t.same(json(res), { success: false, error: 'Unauthorized' })
+        t.same(json(res), { success: false, error: 'Unauthorized', code: 'UNAUTHORIZED' })
       })
     }
   }

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import { findUserForToken } from '../../db/users.js'
+import { earliestTokenIat, findUserForToken } from '../../db/users.js'
 import type { UserRow } from '../../db/types.js'
 import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
 import { allowedOrigins } from '../../schemas/config.js'
@@ -68,13 +68,16 @@ export default fp(async function authenticate (fastify) {
     }
     const user = await findUserForToken(fastify.db, claims.sub, claims.jti)
     // A deleted user, a revoked token, or a token from before a password change.
-    if (user === undefined || user.token_version !== claims.ver) throw new UnauthorizedError()
+    if (user === undefined || claims.iat < earliestTokenIat(user)) throw new UnauthorizedError()
     request.user = user
     request.tokenClaims = claims
   })
 
   fastify.decorate('signIn', function (reply: FastifyReply, user: UserRow): string {
-    const token = fastify.jwt.sign({ sub: user.id, email: user.email, jti: randomUUID(), ver: user.token_version })
+    // Exactly the claims of spec §5.1 plus `jti`, so other holders of the secret can read and
+    // sign the same tokens. Within the second of a password change, `iat` is the next second.
+    const iat = Math.max(Math.floor(Date.now() / 1000), earliestTokenIat(user))
+    const token = fastify.jwt.sign({ sub: user.id, email: user.email, jti: randomUUID(), iat })
     reply.setCookie(AUTH_COOKIE, token, { ...cookieOptions, maxAge: TOKEN_LIFETIME_SECONDS })
     return token
   })

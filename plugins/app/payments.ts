@@ -21,7 +21,7 @@ export interface SubscriptionState {
 export interface Payments {
   priceIds: readonly string[]
   createCustomer: (user: { id: string, email: string }) => Promise<string>
-  createCheckoutSession: (args: { customerId: string, priceId: string, userId: string }) => Promise<string>
+  createCheckoutSession: (args: { customerId: string, priceId: string, userId: string, successUrl: string, cancelUrl: string }) => Promise<{ url: string, sessionId: string }>
   createPortalSession: (customerId: string) => Promise<string>
   retrieveSubscription: (subscriptionId: string) => Promise<SubscriptionState>
   cancelAtPeriodEnd: (subscriptionId: string) => Promise<SubscriptionState>
@@ -102,7 +102,7 @@ export default fp(async function payments (fastify) {
       return customer.id
     }),
 
-    createCheckoutSession: ({ customerId, priceId, userId }) => call(log, 'checkout.sessions.create', async () => {
+    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl }) => call(log, 'checkout.sessions.create', async () => {
       const session = await stripe.checkout.sessions.create({
         mode: 'subscription',
         customer: customerId,
@@ -110,11 +110,11 @@ export default fp(async function payments (fastify) {
         client_reference_id: userId,
         metadata: { userId },
         subscription_data: { metadata: { userId } },
-        success_url: `${appUrl}/billing/success?session_id={CHECKOUT_SESSION_ID}`,
-        cancel_url: `${appUrl}/billing/cancel`
+        success_url: successUrl,
+        cancel_url: cancelUrl
       }, { idempotencyKey: randomUUID() })
       if (!session.url) throw new Stripe.errors.StripeAPIError({ message: 'checkout session without url' })
-      return session.url
+      return { url: session.url, sessionId: session.id }
     }),
 
     createPortalSession: (customerId) => call(log, 'billingPortal.sessions.create', async () => {

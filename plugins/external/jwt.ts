@@ -3,12 +3,13 @@ import jwt, { type FastifyJWTOptions } from '@fastify/jwt'
 import type { FastifyInstance } from 'fastify'
 import type { UserRow } from '../../db/types.js'
 
+/** Spec §5.1's claims (with `iss`, `aud`, `exp` added by the signer) and a unique `jti`. */
 export interface TokenClaims {
   sub: string
   email: string
   jti: string
-  /** The user's token_version when the token was issued. */
-  ver: number
+  /** Set by the signer unless given (within the second of a password change, the next second). */
+  iat?: number
 }
 
 declare module '@fastify/jwt' {

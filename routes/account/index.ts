@@ -3,7 +3,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { isLive } from '../../db/billing.js'
 import { getOrCreatePreferences } from '../../db/preferences.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
-import { errorResponses, NullSuccess, Success } from '../../schemas/common.js'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import { errorResponses, Success } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCurrentPasswordError, ValidationError } from '../../schemas/errors.js'
 import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, User } from '../../schemas/users.js'
 
@@ -19,16 +21,15 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => ({ success: true as const, data: toUser(request.user) }))
 
-  fastify.patch('/profile', {
-    schema: {
-      tags: ['account'],
-      operationId: 'updateProfile',
-      summary: 'Change name, image, email or password',
-      description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`.',
-      body: ProfileUpdateBody,
-      response: { 200: ProfileResponse, ...errorResponses(400, 401, 409, 413, 415, 503) }
-    }
-  }, async (request, reply) => {
+  const updateProfile = {
+    tags: ['account'],
+    summary: 'Change name, image, email or password',
+    description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. ' +
+      'PUT is the same partial update as PATCH (the origin web client edits the name with PUT).',
+    body: ProfileUpdateBody,
+    response: { 200: ProfileResponse, ...errorResponses(400, 401, 409, 413, 415, 503) }
+  }
+  const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
     const { body, user } = request
     let passwordHash: string | undefined
     if ((body.newPassword === undefined) !== (body.currentPassword === undefined)) {
@@ -57,7 +58,9 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     if (passwordHash === undefined) return { success: true as const, data: toUser(updated) }
     const token = fastify.signIn(reply, updated)
     return { success: true as const, data: toUser(updated), token }
-  })
+  }
+  fastify.patch('/profile', { schema: { ...updateProfile, operationId: 'updateProfile' } }, profileHandler)
+  fastify.put('/profile', { schema: { ...updateProfile, operationId: 'replaceProfile' } }, profileHandler)
 
   fastify.delete('/delete', {
     schema: {
@@ -65,7 +68,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'deleteAccount',
       summary: 'Delete the account with its tasks, preferences and usage events',
       description: 'A live subscription is cancelled at the provider first, immediately; if the provider fails, nothing is deleted (502).',
-      response: { 200: NullSuccess, ...errorResponses(401, 502, 503) }
+      response: { 200: Success(Type.Object({ deleted: Type.Literal(true) })), ...errorResponses(401, 502, 503) }
     }
   }, async (request, reply) => {
     const preferences = await getOrCreatePreferences(db, request.user.id)
@@ -76,7 +79,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
     await deleteUser(db, request.user.id)
     fastify.clearAuthCookie(reply)
-    return { success: true as const, data: null }
+    return { success: true as const, data: { deleted: true as const } }
   })
 }
 

@@ -68,7 +68,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('/login', {
-    config: { public: true, validationError: 'Invalid input', ...(perAddress && { rateLimit: perAddress }) },
+    config: { public: true, validationCode: 'INVALID_INPUT', ...(perAddress && { rateLimit: perAddress }) },
     preHandler: perEmail,
     schema: {
       tags: ['auth'],
@@ -80,7 +80,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { password } = request.body
-    if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL], 'Invalid input')
+    if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL], 'INVALID_INPUT')
     passwords.admit()
     const user = await findUserByEmail(db, normalizeEmail(request.body.email))
     const matches = await passwords.verify(password, user?.password)

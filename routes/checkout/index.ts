@@ -1,13 +1,21 @@
 // Starts a subscription: a hosted checkout session at the provider.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Static } from 'typebox'
 import { isLive, linkCustomer } from '../../db/billing.js'
 import { getOrCreatePreferences } from '../../db/preferences.js'
-import { CheckoutBody, RedirectUrl } from '../../schemas/billing.js'
+import { CheckoutBody, CheckoutSession } from '../../schemas/billing.js'
+import { allowedOrigins, checkoutReturnUrls } from '../../schemas/config.js'
 import { errorResponses, Success } from '../../schemas/common.js'
 import { SubscriptionAlreadyActiveError, ValidationError } from '../../schemas/errors.js'
 
 const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db } = fastify
+  const { db, config } = fastify
+  // A body may name its own return pages, on our own origins only: the provider would
+  // otherwise redirect payers wherever a caller likes (an open redirect).
+  const origins = new Set(allowedOrigins(config))
+  const ownOrigin = (url: string | undefined) => url === undefined || origins.has(new URL(url).origin)
+  const defaults = checkoutReturnUrls(config)
+  const returnUrls = (body: Static<typeof CheckoutBody>) => ({ successUrl: body.successUrl ?? defaults.successUrl, cancelUrl: body.cancelUrl ?? defaults.cancelUrl })
 
   fastify.post('', {
     schema: {
@@ -15,21 +23,27 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'createCheckoutSession',
       summary: 'Start a subscription checkout',
       description: 'Reuses the user\'s provider customer or creates one (stored before the session is created), ' +
-        'then returns the hosted checkout page URL. 409 when a subscription is already live.',
+        'then returns the hosted checkout page URL and the session id. The provider returns the payer to ' +
+        '`successUrl`/`cancelUrl` (by default APP_URL/dashboard/billing?success=true and ?canceled=true; a body ' +
+        'may name others on APP_URL or a CORS_ORIGINS origin). 409 when a subscription is already live.',
       body: CheckoutBody,
-      response: { 200: Success(RedirectUrl), ...errorResponses(400, 401, 409, 413, 415, 502, 503) }
+      response: { 200: Success(CheckoutSession), ...errorResponses(400, 401, 409, 413, 415, 502, 503) }
     }
   }, async (request) => {
     const payments = fastify.requirePayments()
     const { priceId } = request.body
-    if (!payments.priceIds.includes(priceId)) throw new ValidationError(['Unknown price - priceId'])
+    const details = [
+      ...payments.priceIds.includes(priceId) ? [] : ['Unknown price - priceId'],
+      ...(['successUrl', 'cancelUrl'] as const).filter((field) => !ownOrigin(request.body[field])).map((field) => `Must be a URL on APP_URL or CORS_ORIGINS - ${field}`)
+    ]
+    if (details.length > 0) throw new ValidationError(details)
     const user = request.user
     const preferences = await getOrCreatePreferences(db, user.id)
     if (isLive(preferences.payment_subscription_status)) throw new SubscriptionAlreadyActiveError()
     const customerId = preferences.payment_customer_id ??
       await linkCustomer(db, user.id, await payments.createCustomer({ id: user.id, email: user.email }))
-    const url = await payments.createCheckoutSession({ customerId, priceId, userId: user.id })
-    return { success: true as const, data: { url } }
+    const session = await payments.createCheckoutSession({ customerId, priceId, userId: user.id, ...returnUrls(request.body) })
+    return { success: true as const, data: session }
   })
 }
 

@@ -1,11 +1,56 @@
 // The caller's preferences. Only the user-editable fields can be written here; plan and
-// payment fields are refused (400), they belong to billing.
+// payment fields are refused (400), they belong to billing. Bodies may use the origin web
+// client's vocabulary: either name of the default task status, "enabled"/"disabled" or
+// booleans for the notification settings.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { getOrCreatePreferences, toPreferences, updatePreferences } from '../../db/preferences.js'
+import { getOrCreatePreferences, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
 import { errorResponses, Success } from '../../schemas/common.js'
+import { ValidationError } from '../../schemas/errors.js'
 import { Preferences, UpdatePreferencesBody } from '../../schemas/preferences.js'
 
 const PreferencesResponse = Success(Preferences)
+
+const TIMEZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/
+
+/**
+ * The zone's name if it is one of the IANA time zones this runtime knows, in its canonical
+ * spelling when only the case differs; undefined otherwise (offsets such as +01:00 included).
+ */
+export function ianaTimeZone (name: string): string | undefined {
+  if (!TIMEZONE_NAME.test(name)) return undefined
+  try {
+    const resolved = new Intl.DateTimeFormat('en-US', { timeZone: name }).resolvedOptions().timeZone
+    return resolved.toLowerCase() === name.toLowerCase() ? resolved : name
+  } catch {
+    return undefined
+  }
+}
+
+const enabled = (value: boolean | 'enabled' | 'disabled' | undefined): boolean | undefined =>
+  value === undefined ? undefined : value === true || value === 'enabled'
+
+function toChanges (body: UpdatePreferencesBody): PreferenceChanges {
+  const details: string[] = []
+  if (body.defaultStatus !== undefined && body.defaultTaskStatus !== undefined && body.defaultStatus !== body.defaultTaskStatus) {
+    details.push('Must equal defaultStatus when both are sent - defaultTaskStatus')
+  }
+  let timezone = body.timezone
+  if (typeof timezone === 'string') {
+    timezone = ianaTimeZone(timezone)
+    if (timezone === undefined) details.push('Must be an IANA time zone such as Europe/Paris - timezone')
+  }
+  if (details.length > 0) throw new ValidationError(details)
+  return {
+    theme: body.theme,
+    language: body.language,
+    timezone,
+    defaultStatus: body.defaultStatus ?? body.defaultTaskStatus,
+    emailNotifications: enabled(body.emailNotifications),
+    taskReminders: enabled(body.taskReminders),
+    weeklyDigest: enabled(body.weeklyDigest),
+    pushNotifications: enabled(body.pushNotifications)
+  }
+}
 
 const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
@@ -23,14 +68,15 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['preferences'],
       summary: 'Change preferences',
-      description: 'Accepts theme, language, defaultStatus, emailNotifications, taskReminders, weeklyDigest. ' +
+      description: 'Accepts theme, language, timezone, defaultStatus (or defaultTaskStatus), emailNotifications, taskReminders, ' +
+        'weeklyDigest and pushNotifications (each `"enabled"`, `"disabled"`, `true` or `false`). ' +
         '`plan` and payment fields are refused with 400. PUT is the same partial update as PATCH (the spec documents them as one operation).',
       body: UpdatePreferencesBody,
       response: { 200: PreferencesResponse, ...errorResponses(400, 401, 413, 415, 503) }
     }
   }
   const handler = async (request: { user: { id: string }, body: UpdatePreferencesBody }) =>
-    ({ success: true as const, data: toPreferences(await updatePreferences(db, request.user.id, request.body)) })
+    ({ success: true as const, data: toPreferences(await updatePreferences(db, request.user.id, toChanges(request.body))) })
 
   fastify.patch('', { schema: { ...update.schema, operationId: 'updatePreferences' } }, handler)
   fastify.put('', { schema: { ...update.schema, operationId: 'replacePreferences' } }, handler)

@@ -5,7 +5,7 @@ import { deleteTaskForUser, findTaskForUser, insertTask, listTasks, replaceTaskF
 import { recordUsageEvent } from '../../db/usage-events.js'
 import { errorResponses, Success } from '../../schemas/common.js'
 import { TaskNotFoundError } from '../../schemas/errors.js'
-import { CreateTaskBody, ListTasksQuery, Task, TaskIdParams, UpdateTaskBody } from '../../schemas/tasks.js'
+import { CreateTaskBody, DeletedTask, ListTasksQuery, Task, TaskIdParams, TaskList, UpdateTaskBody } from '../../schemas/tasks.js'
 
 const TaskResponse = Success(Task)
 
@@ -17,20 +17,21 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['tasks'],
       operationId: 'listTasks',
       summary: 'List the caller\'s tasks, newest first',
-      description: 'The total matching count is in the `X-Total-Count` header.',
+      description: 'Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching ' +
+        'the filter, also in the `X-Total-Count` header) and the caller\'s task counts by status, whatever the filter and page.',
       querystring: ListTasksQuery,
       response: {
         200: {
-          ...Success(Type.Array(Task)),
+          ...TaskList,
           headers: { 'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }) }
         },
         ...errorResponses(400, 401, 503)
       }
     }
   }, async (request, reply) => {
-    const { tasks, total } = await listTasks(db, request.user.id, request.query)
-    reply.header('x-total-count', total)
-    return { success: true as const, data: tasks }
+    const { tasks, counts } = await listTasks(db, request.user.id, request.query)
+    reply.header('x-total-count', counts.total)
+    return { success: true as const, data: tasks, ...counts }
   })
 
   fastify.post('', {
@@ -103,12 +104,12 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'deleteTask',
       summary: 'Delete a task',
       params: TaskIdParams,
-      response: { 200: Success(Type.Object({ id: Type.Integer() })), ...errorResponses(400, 401, 404, 503) }
+      response: { 200: Success(DeletedTask), ...errorResponses(400, 401, 404, 503) }
     }
   }, async (request) => {
     const { id } = request.params
     if (!await deleteTaskForUser(db, request.user.id, id)) throw new TaskNotFoundError()
-    return { success: true as const, data: { id } }
+    return { success: true as const, data: { id, deleted: true as const } }
   })
 }
 
