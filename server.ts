@@ -3,7 +3,8 @@
 import closeWithGrace from 'close-with-grace'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
-import serviceApp, { serverOptions } from './app.js'
+import serviceApp from './app.js'
+import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './schemas/config.js'
 
 let config

@@ -28,7 +28,7 @@ const Title = Type.String({
   examples: ['Write the quarterly report']
 })
 const Description = Nullable(Type.String({ maxLength: 10_000 }))
-const DueDate = Nullable(Type.String({ format: 'date-time', errorMessage: 'Must be an ISO-8601 date-time' }))
+const DueDate = Nullable(Type.String({ maxLength: 40, format: 'date-time', errorMessage: 'Must be an ISO-8601 date-time' }))
 // The origin web client sends `completedAt: null`; the server sets it (when the status
 // becomes completed) and clears it, so only null is accepted.
 const CompletedAt = Type.Null({

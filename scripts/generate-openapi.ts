@@ -6,7 +6,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
-import serviceApp, { serverOptions } from '../app.js'
+import serviceApp from '../app.js'
+import { serverOptions } from '../server-options.js'
 import { loadConfig } from '../schemas/config.js'
 
 const target = fileURLToPath(new URL('../openapi.json', import.meta.url))

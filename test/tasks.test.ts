@@ -106,6 +106,21 @@ t.test('POST /tasks', async (t) => {
     t.equal(json(replaced).data.completedAt, done.completedAt, 'a completed task keeps its completion time')
   })
 
+  t.test('date-times at the edges PostgreSQL keeps are stored and read back', async (t) => {
+    const cases: Array<[string, string]> = [
+      ['0001-01-01T00:00:00Z', '0001-01-01T00:00:00.000Z'],
+      ['9999-12-31T23:59:59.999999Z', '9999-12-31T23:59:59.999Z'],
+      ['9999-12-31T23:59:59+14:00', '9999-12-31T09:59:59.000Z'],
+      ['2028-02-29T12:00:00.5-05:30', '2028-02-29T17:30:00.500Z'],
+      ['2026-06-01 08:00:00z', '2026-06-01T08:00:00.000Z']
+    ]
+    for (const [sent, stored] of cases) {
+      const task = await createTask(owner, { title: 'Edge', dueDate: sent })
+      t.equal(task.dueDate, stored, sent)
+      t.equal((await taskRow(task.id))?.due_date, stored)
+    }
+  })
+
   t.test('status completed on create sets completedAt', async (t) => {
     const task = await createTask(owner, { title: 'Already done', status: 'completed' })
     t.equal(task.status, 'completed')
@@ -146,6 +161,15 @@ t.test('POST /tasks', async (t) => {
       { name: 'description of 10,001 chars', payload: { title: 'ok', description: 'x'.repeat(10_001) }, field: 'description' },
       { name: 'status outside the three', payload: { title: 'ok', status: 'done' }, field: 'status' },
       { name: 'dueDate not a date-time', payload: { title: 'ok', dueDate: 'tomorrow' }, field: 'dueDate' },
+      // Date-times the format allows but PostgreSQL refuses, or stores as something else.
+      { name: 'dueDate in year 0', payload: { title: 'ok', dueDate: '0000-06-01T00:00:00Z' }, field: 'dueDate' },
+      { name: 'dueDate with offset +23:59', payload: { title: 'ok', dueDate: '2026-06-01T00:00:00+23:59' }, field: 'dueDate' },
+      { name: 'dueDate with a long fraction', payload: { title: 'ok', dueDate: `2026-06-01T00:00:00.${'1'.repeat(40)}Z` }, field: 'dueDate' },
+      { name: 'dueDate past year 9999 in UTC', payload: { title: 'ok', dueDate: '9999-12-31T23:59:59-14:00' }, field: 'dueDate' },
+      { name: 'dueDate on 31 April', payload: { title: 'ok', dueDate: '2026-04-31T00:00:00Z' }, field: 'dueDate' },
+      { name: 'dueDate on 29 February of a common year', payload: { title: 'ok', dueDate: '2026-02-29T00:00:00Z' }, field: 'dueDate' },
+      { name: 'dueDate with a leap second', payload: { title: 'ok', dueDate: '2026-06-30T23:59:60Z' }, field: 'dueDate' },
+      { name: 'dueDate of 1 MB', payload: { title: 'ok', dueDate: `2026-06-01T00:00:00${'0'.repeat(1_000_000)}` }, field: 'dueDate' },
       { name: 'unknown field userId', payload: { title: 'ok', userId: other.id }, details: ['Unknown field - userId'] },
       { name: 'unknown field id', payload: { title: 'ok', id: 1 }, details: ['Unknown field - id'] },
       { name: 'completedAt set by the client', payload: { title: 'ok', completedAt: '2026-01-01T00:00:00.000Z' }, details: ['Is set by the server when the status becomes completed; send null or leave it out - completedAt'] }
@@ -287,6 +311,12 @@ t.test('GET /tasks', async (t) => {
       ['?limit=abc', 'limit'],
       ['?limit=1.5', 'limit'],
       ['?limit=1&limit=2', 'limit'],
+      ['?limit=0x10', 'limit'],
+      ['?limit=1e400', 'limit'],
+      ['?limit=Infinity', 'limit'],
+      ['?offset=1e400', 'offset'],
+      ['?offset=-Infinity', 'offset'],
+      ['?offset=%201', 'offset'],
       ['?offset=-1', 'offset'],
       ['?offset=abc', 'offset'],
       ['?status=done', 'status'],
@@ -322,7 +352,8 @@ t.test('GET /tasks/:id', async (t) => {
   })
 
   t.test('id not an integer in 1..2^31-1: 400 Validation failed', async (t) => {
-    for (const id of ['abc', '0', '-1', '1.5', '2147483648', '99999999999999999999']) {
+    // Only canonical decimal integers: no hex, exponents, padding, fractions or infinities.
+    for (const id of ['abc', '0', '-1', '1.5', '2147483648', '99999999999999999999', '0x5', '5e0', '%205', '5.0', '05', '+5', '1e400', 'Infinity', '-Infinity']) {
       await t.test(id, async (t) => {
         const res = await app.inject({ method: 'GET', url: `/tasks/${id}`, headers: owner.auth })
         assertValidationFailed(t, res, 'id')

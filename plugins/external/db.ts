@@ -29,7 +29,7 @@ export default fp(async function db (fastify) {
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
-    onPoolError: (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database client failed')
+    onPoolError: (err) => log.warn({ err }, 'idle database client failed')
   })
   fastify.decorate('db', handle.db)
   fastify.decorate('dbKind', handle.kind)
@@ -60,7 +60,7 @@ export default fp(async function db (fastify) {
     await migrate()
   } catch (err) {
     if (!isDatabaseUnavailable(err as Error)) throw err
-    log.error({ err: { message: (err as Error).message } }, 'database unreachable at start-up: serving 503 and retrying')
+    log.error({ err }, 'database unreachable at start-up: serving 503 and retrying')
     retryLater()
   }
 

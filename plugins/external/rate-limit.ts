@@ -12,7 +12,7 @@ export default fp(async function rateLimits (fastify) {
   if (config.REDIS_URL) {
     // Fail fast: a Redis outage must not stall requests (skipOnError lets them through).
     redis = new Redis(config.REDIS_URL, { connectTimeout: 1000, maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
-    redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'rate-limit redis error'))
+    redis.on('error', (err) => log.warn({ err }, 'rate-limit redis error'))
     fastify.addHook('onClose', async () => { await redis?.quit().catch(() => redis?.disconnect()) })
   }
   await fastify.register(rateLimit, {

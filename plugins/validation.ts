@@ -1,0 +1,91 @@
+// Schema validation, per part of the request (Fastify's setValidatorCompiler by httpPart):
+// - JSON bodies are typed already and validated as sent: `null` or "true" for a boolean is a
+//   400, not a silent false or true;
+// - query strings and path params arrive as text and are coerced ("5" → 5), but an integer
+//   only from its canonical decimal text: "0x10", "5e0", " 5", "5.0", "1e400" or "Infinity"
+//   are 400s, not 16, 5 or an infinity that passes every bound;
+// - date-times only as what PostgreSQL stores and gives back: RFC 3339 with at most six
+//   fractional digits, an offset within ±14:00, a UTC year from 1 to 9999.
+// Unknown fields are refused, never dropped; every failing field is reported.
+import { Ajv, type Options, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import fastUri from 'fast-uri'
+import fp from 'fastify-plugin'
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
+
+const AJV_OPTIONS: Options = {
+  // Unknown fields are refused, not silently dropped (decisions.md).
+  removeAdditional: false,
+  useDefaults: true,
+  // Every invalid field in `details`; each body is at most 1 MiB and the details are capped
+  // (schemas/errors.ts), so the extra work is bounded.
+  allErrors: true,
+  // parentSchema on errors, so our `errorMessage` keyword can be read back.
+  verbose: true,
+  keywords: ['errorMessage'],
+  uriResolver: fastUri,
+  addUsedSchema: false
+}
+
+const CANONICAL_INTEGER = /^(0|-?[1-9][0-9]{0,15})$/
+
+const DATE_TIME = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d{1,6})?([Zz]|([+-])(\d{2}):(\d{2}))$/
+const MAX_OFFSET_MINUTES = 14 * 60
+
+const isLeapYear = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0
+const daysIn = (year: number, month: number) => [31, isLeapYear(year) ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0
+
+/** An RFC 3339 date-time that PostgreSQL's timestamptz stores and returns as it means it. */
+export function isStorableDateTime (value: string): boolean {
+  const match = DATE_TIME.exec(value)
+  if (match === null) return false
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  if (day < 1 || day > daysIn(year, month) || hour > 23 || minute > 59 || second > 59) return false
+  if (match[9] !== undefined) {
+    const offsetHours = Number(match[10])
+    const offsetMinutes = Number(match[11])
+    if (offsetMinutes > 59 || offsetHours * 60 + offsetMinutes > MAX_OFFSET_MINUTES) return false
+  }
+  // The offset can carry a date past either end of PostgreSQL's years (9999-12-31T23:59:59-14:00).
+  const utcYear = new Date(Date.parse(value.replace(' ', 'T'))).getUTCFullYear()
+  return utcYear >= 1 && utcYear <= 9999
+}
+
+function newAjv (coerceTypes: Options['coerceTypes']): Ajv {
+  const ajv = addFormats(new Ajv({ ...AJV_OPTIONS, coerceTypes }))
+  ajv.addFormat('date-time', { type: 'string', validate: isStorableDateTime })
+  return ajv
+}
+
+interface ObjectSchema { properties?: Record<string, { type?: unknown }> }
+
+/**
+ * Query strings and params: ajv coerces any text Number() reads; integers must first be
+ * canonical. The error has ajv's shape, so it is reported like any other.
+ */
+function canonicalIntegers (schema: ObjectSchema, validate: ValidateFunction): ValidateFunction {
+  const integers = Object.entries(schema.properties ?? {}).filter(([, property]) => property.type === 'integer')
+  if (integers.length === 0) return validate
+  const checked = ((data: Record<string, unknown>) => {
+    for (const [name, property] of integers) {
+      const raw = data?.[name]
+      if (typeof raw === 'string' && !CANONICAL_INTEGER.test(raw)) {
+        checked.errors = [{ instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'type', params: { type: 'integer' }, message: 'must be integer', parentSchema: property }]
+        return false
+      }
+    }
+    const valid = validate(data)
+    checked.errors = validate.errors
+    return valid
+  }) as ValidateFunction
+  return checked
+}
+
+export default fp(async function validation (fastify) {
+  const bodies = newAjv(false)
+  const text = newAjv('array')
+  fastify.setValidatorCompiler(({ schema, httpPart }) => httpPart === 'body'
+    ? bodies.compile(schema)
+    : canonicalIntegers(schema as ObjectSchema, text.compile(schema)))
+}, { name: 'validation' })

@@ -1,0 +1,79 @@
+// The options the Fastify server is built with: logging, body and router limits, request
+// ids, proxies. server.ts, the tests and the OpenAPI generator all build the app with these.
+import { randomUUID } from 'node:crypto'
+import type { IncomingMessage } from 'node:http'
+import { LogController, type FastifyServerOptions } from 'fastify'
+import { trustProxy, type AppConfig } from './schemas/config.js'
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/
+export const BODY_LIMIT = 1024 * 1024
+
+/** What must never reach a log line. */
+export const REDACTED_PATHS = [
+  'req.headers.authorization', 'req.headers.cookie', 'req.headers["stripe-signature"]',
+  'res.headers["set-cookie"]', 'headers.authorization', 'headers.cookie',
+  'password', 'currentPassword', 'newPassword', '*.password', '*.currentPassword', '*.newPassword',
+  'token', '*.token', 'secret', '*.secret', 'apiKey', '*.apiKey'
+]
+
+/**
+ * Pretty lines in development, JSON on stdout otherwise (no worker thread: the fastest
+ * path); with LOG_TOKEN and LOG_DATASET also shipped to that Axiom dataset.
+ */
+function logTransport (config: AppConfig): { transport?: { targets: Array<{ target: string, level: string, options: object }> } } {
+  const level = config.LOG_LEVEL
+  const targets = []
+  if (config.LOG_TOKEN && config.LOG_DATASET) {
+    targets.push({
+      target: '@axiomhq/pino',
+      level,
+      options: { dataset: config.LOG_DATASET, token: config.LOG_TOKEN, ...(config.LOG_URL && { url: config.LOG_URL }) }
+    })
+  }
+  if (config.NODE_ENV === 'development') {
+    targets.push({ target: 'pino-pretty', level, options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } })
+  } else if (targets.length > 0) {
+    targets.push({ target: 'pino/file', level, options: { destination: 1 } })
+  }
+  return targets.length > 0 ? { transport: { targets } } : {}
+}
+
+/** The most of any one text an error's log line carries. */
+export const MAX_LOGGED_TEXT = 2048
+
+const clip = (text: string | undefined): string =>
+  text === undefined ? '' : text.length <= MAX_LOGGED_TEXT ? text : `${text.slice(0, MAX_LOGGED_TEXT)}… (${text.length} characters)`
+
+/**
+ * Errors in the log: type, code, message and stack, each clipped. A database error can
+ * repeat a megabyte of the request's input in its message (and so again in its stack) and
+ * in fields such as `detail`, which are left out.
+ */
+export function serializeError (err: Error & { code?: unknown }): { type: string, code: unknown, message: string, stack: string } {
+  return { type: err.constructor?.name ?? 'Error', code: err.code, message: clip(err.message), stack: clip(err.stack) }
+}
+
+export function serverOptions (config: AppConfig): FastifyServerOptions {
+  return {
+    logger: {
+      level: config.LOG_LEVEL,
+      redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+      serializers: { err: serializeError },
+      ...logTransport(config)
+    },
+    // One line per request comes from plugins/app/request-log.ts instead.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
+    bodyLimit: BODY_LIMIT,
+    // A hop count is valid at run time; the typings omit it.
+    trustProxy: trustProxy(config) as boolean | string[],
+    // During shutdown plugins/app/graceful-close.ts answers new requests with the 503 envelope.
+    return503OnClosing: false,
+    // Opening a new embedded database and migrating it can take a while on a busy machine.
+    pluginTimeout: 60_000,
+    genReqId: (req: IncomingMessage) => {
+      const given = req.headers['x-request-id']
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
+    },
+    routerOptions: { maxParamLength: 200 }
+  }
+}
