@@ -111,9 +111,12 @@ function genericMessage (error: VerboseError, field: string): string {
   }
 }
 
+/** Enough for any real form; a body of many thousand unknown fields gets no echo of each. */
+export const MAX_DETAILS = 20
+
 /**
  * ajv errors as `<message> - <field>` lines, one per field (the first failure, or the
- * field's own `errorMessage` when one matches).
+ * field's own `errorMessage` when one matches), at most MAX_DETAILS of them.
  */
 export function formatValidationDetails (errors: FastifySchemaValidationError[], context = 'body'): string[] {
   const byField = new Map<string, { message: string, custom: boolean }>()
@@ -136,5 +139,5 @@ export function formatValidationDetails (errors: FastifySchemaValidationError[],
     if (seen && (seen.custom || custom === undefined)) continue
     byField.set(field, { message: custom ?? genericMessage(raw, field), custom: custom !== undefined })
   }
-  return [...byField].map(([field, { message }]) => `${message} - ${field}`)
+  return [...byField].slice(0, MAX_DETAILS).map(([field, { message }]) => `${message} - ${field}`)
 }

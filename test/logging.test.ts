@@ -7,6 +7,7 @@ import { gunzipSync } from 'node:zlib'
 import t from 'tap'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
+import { MAX_LOGGED_TEXT, serializeError } from '../server-options.js'
 import { signedDelivery, makeEvent } from './stripe-events.js'
 
 // The Axiom stand-in: records every ingest request.
@@ -97,4 +98,15 @@ t.test('production logs: one JSON line per request, route patterns, no secrets; 
   const shipped = ingested.flatMap((batch) => batch.events)
   t.ok(ingested.every((batch) => batch.url.includes('service-logs') && batch.authorization === `Bearer ${SECRETS.logToken}`), 'sent to the dataset with the token')
   t.same(shipped.filter((e) => e.msg === 'request').map((e) => `${e.method} ${e.route} ${e.status}`), requests.map((l) => `${l.method} ${l.route} ${l.status}`), 'the same lines reach Axiom')
+})
+
+t.test('an error\'s log line is bounded: clipped message and stack, no echoed fields', async (t) => {
+  // What a database error looks like when a megabyte of input reaches it.
+  const huge = 'x'.repeat(1_000_000)
+  const err = Object.assign(new Error(`invalid input syntax for type timestamp with time zone: "${huge}"`), { code: '22007', detail: huge, where: huge })
+  const line = JSON.stringify(serializeError(err))
+  t.ok(line.length < 3 * MAX_LOGGED_TEXT, `${line.length} characters`)
+  t.match(serializeError(err), { type: 'Error', code: '22007', message: /^invalid input syntax.*… \(1000058 characters\)$/ })
+  t.notOk(line.includes('"detail"') || line.includes('"where"'), 'fields that repeat the input are left out')
+  t.same(serializeError(new TypeError('short')).message, 'short', 'a short message is kept whole')
 })
