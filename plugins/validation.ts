@@ -6,7 +6,8 @@
 //   are 400s, not 16, 5 or an infinity that passes every bound;
 // - date-times only as what PostgreSQL stores and gives back: RFC 3339 with at most six
 //   fractional digits, an offset within ±14:00, a UTC year from 1 to 9999.
-// Unknown fields are refused, never dropped; every failing field is reported.
+// Unknown fields and query parameters are refused, never dropped; every failing field is
+// reported.
 import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import fastUri from 'fast-uri'
@@ -82,9 +83,18 @@ function canonicalIntegers (schema: ObjectSchema, validate: ValidateFunction): V
   return checked
 }
 
+// What a route without query parameters accepts: none. An unknown parameter is refused as
+// an unknown body field is, not ignored.
+const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
+
 export default fp(async function validation (fastify) {
   const bodies = newAjv(false)
   const text = newAjv('array')
+  fastify.addHook('onRoute', (route) => {
+    if (route.schema !== undefined && route.schema.hide !== true && route.schema.querystring === undefined) {
+      route.schema = { ...route.schema, querystring: NO_QUERY }
+    }
+  })
   fastify.setValidatorCompiler(({ schema, httpPart }) => httpPart === 'body'
     ? bodies.compile(schema)
     : canonicalIntegers(schema as ObjectSchema, text.compile(schema)))

@@ -143,3 +143,20 @@ t.test('JSON bodies are validated as sent (no coercion); query strings are coerc
   const coerced = await app.inject({ method: 'GET', url: '/tasks?limit=5&offset=0', headers: user.auth })
   t.equal(coerced.statusCode, 200)
 })
+
+t.test('unknown query parameters are refused on every route, also those that take none', async (t) => {
+  const cases: Array<[string, string, Record<string, string>]> = [
+    ['GET', '/health?verbose=1', {}],
+    ['GET', '/ready?x=1', {}],
+    ['GET', '/auth/me?expand=all', user.auth],
+    ['GET', '/preferences?fields=plan', user.auth],
+    ['GET', '/account/profile?x=1', user.auth],
+    ['GET', '/tasks/1?include=user', user.auth]
+  ]
+  for (const [method, url, headers] of cases) {
+    const res = await app.inject({ method: method as 'GET', url, headers })
+    t.equal(res.statusCode, 400, url)
+    t.same(json(res), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: [`Unknown field - ${url.split('?')[1]!.split('=')[0]}`] })
+  }
+  t.equal((await app.inject({ method: 'GET', url: '/health' })).statusCode, 200, 'without them, as before')
+})
