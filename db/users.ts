@@ -54,24 +54,29 @@ export async function findUserForToken (db: Kysely<Database>, userId: string, jt
   return user
 }
 
+/**
+ * Applies the changes; undefined when there is no such user, or when a password change finds
+ * the password already changed from `passwordHash.from` (a concurrent change won).
+ */
 export async function updateUser (
   db: Kysely<Database>,
   id: string,
-  changes: { name?: string | null, image?: string | null, email?: string, passwordHash?: string }
-): Promise<UserRow> {
-  return db.updateTable('users')
+  changes: { name?: string | null, image?: string | null, email?: string, passwordHash?: { from: string, to: string } }
+): Promise<UserRow | undefined> {
+  const { passwordHash } = changes
+  let update = db.updateTable('users')
     .set({
       ...(changes.name !== undefined && { name: changes.name }),
       ...(changes.image !== undefined && { image: changes.image }),
       ...(changes.email !== undefined && { email: changes.email }),
       // A new password ends every session that existed before it. The time comes from this
       // process's clock, the one that stamps the tokens' `iat`, not the database server's.
-      ...(changes.passwordHash !== undefined && { password: changes.passwordHash, password_changed_at: new Date() }),
+      ...(passwordHash !== undefined && { password: passwordHash.to, password_changed_at: new Date() }),
       updated_at: sql`now()`
     })
     .where('id', '=', id)
-    .returningAll()
-    .executeTakeFirstOrThrow()
+  if (passwordHash !== undefined) update = update.where('password', '=', passwordHash.from)
+  return update.returningAll().executeTakeFirst()
 }
 
 /** Deletes the user; tasks, preferences, revoked tokens and usage events go with it (ON DELETE CASCADE). */

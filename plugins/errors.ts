@@ -31,7 +31,9 @@ export default fp(async function errors (fastify) {
     }
     if (err instanceof ValidationError) return send(err.code, err.details)
     if (isAppError(err)) {
-      if (err.code === 'OVERLOADED') reply.header('retry-after', String(BUSY_RETRY_AFTER_SECONDS))
+      // Refusals that say when to come back: rate limits carry their wait, shedding a fixed one.
+      const retryAfter = (err as { retryAfter?: number }).retryAfter ?? (err.code === 'OVERLOADED' ? BUSY_RETRY_AFTER_SECONDS : undefined)
+      if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter))
       return send(err.code)
     }
     const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]

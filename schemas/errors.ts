@@ -24,6 +24,7 @@ export const ERROR_CATALOG = {
   NO_STRIPE_CUSTOMER: [404, 'No billing account'],
   NO_ACTIVE_SUBSCRIPTION: [404, 'No active subscription'],
   EMAIL_TAKEN: [409, 'Email already registered'],
+  PASSWORD_CHANGE_CONFLICT: [409, 'The password was changed by another request'],
   SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
@@ -53,6 +54,7 @@ export const ForbiddenError = appError('FORBIDDEN')
 export const InvalidCredentialsError = appError('INVALID_CREDENTIALS')
 export const EmailTakenError = appError('EMAIL_TAKEN')
 export const InvalidCurrentPasswordError = appError('INVALID_CURRENT_PASSWORD')
+export const PasswordChangeConflictError = appError('PASSWORD_CHANGE_CONFLICT')
 export const TaskNotFoundError = appError('TASK_NOT_FOUND')
 export const PaymentProviderError = appError('PAYMENT_PROVIDER_ERROR')
 export const BillingNotConfiguredError = appError('BILLING_NOT_CONFIGURED')
@@ -66,6 +68,10 @@ export const ServiceUnavailableError = appError('SERVICE_UNAVAILABLE')
  * loop lags); answered with Retry-After. */
 export const BusyError = appError('OVERLOADED')
 export const BUSY_RETRY_AFTER_SECONDS = 5
+
+/** 429 with the seconds after which to try again (the error handler sends Retry-After). */
+export const rateLimited = (retryAfterSeconds: number): Error & { retryAfter: number } =>
+  Object.assign(new RateLimitedError(), { retryAfter: Math.max(1, Math.ceil(retryAfterSeconds)) })
 
 /** A 400 with `details`, for rules JSON Schema cannot express (e.g. bytes in UTF-8). */
 export class ValidationError extends Error {

@@ -281,3 +281,18 @@ t.test('DELETE /account/delete removes the user and every row of theirs', async 
   const signIn = await login(doomed.email, doomed.password)
   t.equal(signIn.statusCode, 401, 'the account cannot sign in')
 })
+
+t.test('two concurrent password changes: one wins, the other learns it lost', async (t) => {
+  const user = await registerUser(app, { password: 'the first password' })
+  const [a, b] = await Promise.all(['password of a', 'password of b'].map((newPassword) =>
+    patchProfile(user, { currentPassword: 'the first password', newPassword })))
+  t.same([a!.statusCode, b!.statusCode].sort(), [200, 409])
+  const [won, lost] = a!.statusCode === 200 ? [a!, b!] : [b!, a!]
+  t.same(json(lost), { success: false, error: 'The password was changed by another request', code: 'PASSWORD_CHANGE_CONFLICT' })
+  t.notOk('token' in json(lost), 'the loser gets no token')
+  const winner = won === a ? 'password of a' : 'password of b'
+  const loser = won === a ? 'password of b' : 'password of a'
+  t.equal((await login(user.email, winner)).statusCode, 200, 'the winner\'s password signs in')
+  t.equal((await login(user.email, loser)).statusCode, 401, 'the loser\'s does not')
+  t.equal((await me(json(won).token)).statusCode, 200, 'the winner\'s token works')
+})

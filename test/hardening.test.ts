@@ -10,7 +10,7 @@ const ip = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
 const login = (app: Awaited<ReturnType<typeof build>>, email: string, remoteAddress: string, headers: Record<string, string> = {}) =>
   app.inject({ method: 'POST', url: '/auth/login', remoteAddress, headers, payload: { email, password: 'not the password' } })
 
-t.test('sign-in is limited per IP and per email: 429 envelope with Retry-After', async (t) => {
+t.test('sign-in is limited per client address: 429 envelope with Retry-After', async (t) => {
   const app = await build(t, { AUTH_RATE_LIMIT_MAX: '3' })
   const address = ip()
   const statuses = []
@@ -20,11 +20,62 @@ t.test('sign-in is limited per IP and per email: 429 envelope with Retry-After',
   t.same(json(limited), { success: false, error: 'Too many requests', code: 'RATE_LIMITED' })
   t.match(limited.headers['retry-after'], /^\d+$/)
   t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'another address is not affected')
+})
 
-  const target = uniqueEmail('target')
-  const perEmail = []
-  for (let i = 0; i < 4; i++) perEmail.push((await login(app, target.toUpperCase(), ip())).statusCode)
-  t.same(perEmail, [401, 401, 401, 429], 'one email from many addresses is refused too, whatever its case')
+t.test('failures per email: guessers are slowed, the owner is not locked out', async (t) => {
+  const app = await build(t, { AUTH_RATE_LIMIT_MAX: '3' })
+  const owner = await registerUser(app, { email: uniqueEmail('owner'), password: 'the owner knows this' })
+  const attackers = Array.from({ length: 5 }, ip)
+  const guesses = []
+  // Whatever the case of the email: it is one account.
+  for (const address of attackers) guesses.push((await login(app, owner.email.toUpperCase(), address)).statusCode)
+  t.same(guesses, [401, 401, 401, 401, 401], 'each address with no failure yet gets its one attempt')
+  const again = await login(app, owner.email, attackers[0]!)
+  t.equal(again.statusCode, 429, 'an address that failed waits once the email is past its failures')
+  t.same(json(again), { success: false, error: 'Too many requests', code: 'RATE_LIMITED' })
+  t.match(again.headers['retry-after'], /^\d+$/)
+
+  const signIn = await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: ip(), payload: { email: owner.email, password: 'the owner knows this' } })
+  t.equal(signIn.statusCode, 200, 'the owner signs in from an address that has not failed')
+  t.equal((await login(app, owner.email, attackers[1]!)).statusCode, 401, 'a success forgets the email\'s failures')
+
+  const other = await registerUser(app, { email: uniqueEmail('bystander') })
+  t.equal((await login(app, other.email, attackers[2]!)).statusCode, 401, 'failures on one email do not hold an address back on another')
+})
+
+t.test('a password change is limited and admitted like sign-in', async (t) => {
+  const app = await build(t, { AUTH_RATE_LIMIT_MAX: '3', BCRYPT_WORKERS: '1', BCRYPT_QUEUE_MAX: '0' })
+  const user = await registerUser(app, { password: 'the first password' })
+  const address = ip()
+  const change = (currentPassword: string, remoteAddress = address) => app.inject({
+    method: 'PATCH', url: '/account/profile', headers: user.auth, remoteAddress, payload: { currentPassword, newPassword: 'a new password' }
+  })
+  const statuses = []
+  for (let i = 0; i < 4; i++) statuses.push((await change(`guess ${i}`)).statusCode)
+  t.same(statuses, [400, 400, 400, 429], 'a stolen token guesses the current password no faster than sign-in allows')
+  t.same(json(await change('guess 5')), { success: false, error: 'Too many requests', code: 'RATE_LIMITED' })
+
+  const hashing = app.passwords.verify('occupies the only thread', undefined)
+  const shed = await change('the first password', ip())
+  t.equal(shed.statusCode, 503, 'a full hashing pool sheds the change before it queues')
+  t.same(json(shed), { success: false, error: 'Service unavailable', code: 'OVERLOADED' })
+  await hashing
+  t.equal((await app.inject({ method: 'GET', url: '/auth/me', headers: user.auth })).statusCode, 200, 'nothing changed: the token still works')
+})
+
+t.test('the global limit counts requests before authentication: a 429 costs no token query', async (t) => {
+  const app = await build(t, { RATE_LIMIT_MAX: '5' })
+  const user = await registerUser(app)
+  t.equal((await app.inject({ method: 'POST', url: '/auth/logout', headers: user.auth, remoteAddress: ip() })).statusCode, 200)
+  let queries = 0
+  const executeQuery = app.db.executeQuery.bind(app.db)
+  Object.assign(app.db, { executeQuery: (query: Parameters<typeof executeQuery>[0]) => { queries++; return executeQuery(query) } })
+  t.teardown(() => { Reflect.deleteProperty(app.db, 'executeQuery') })
+  const address = ip()
+  const statuses = []
+  for (let i = 0; i < 10; i++) statuses.push((await app.inject({ method: 'GET', url: '/auth/me', headers: user.auth, remoteAddress: address })).statusCode)
+  t.same(statuses, [401, 401, 401, 401, 401, 429, 429, 429, 429, 429], 'a revoked token is counted like any request')
+  t.equal(queries, 5, 'only the five requests under the limit looked the token up')
 })
 
 t.test('a global per-IP ceiling covers every route but the health checks', async (t) => {
@@ -60,6 +111,13 @@ t.test('with REDIS_URL two instances share one counter', async (t) => {
   const statuses = []
   for (const app of [a, b, a, b]) statuses.push((await login(app, uniqueEmail(), address)).statusCode)
   t.same(statuses, [401, 401, 401, 429])
+
+  // Failures per email are shared too: three addresses fail on instance a, one of them is
+  // held back on instance b.
+  const target = uniqueEmail('shared-target')
+  const guessers = [ip(), ip(), ip()]
+  for (const guesser of guessers) t.equal((await login(a, target, guesser)).statusCode, 401)
+  t.equal((await login(b, target, guessers[0]!)).statusCode, 429)
 })
 
 t.test('cookie sessions refuse unsafe requests from foreign origins; header tokens are unaffected', async (t) => {

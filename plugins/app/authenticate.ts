@@ -91,8 +91,10 @@ export default fp(async function authenticate (fastify) {
       if (route.schema !== undefined) route.schema.security = []
       return
     }
+    // After the route's other onRequest hooks, the global rate limit's among them (its onRoute
+    // hook ran first): a request over the limit is refused before its token costs a query.
     const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
-    route.onRequest = [fastify.authenticate, ...existing]
+    route.onRequest = [...existing, fastify.authenticate]
     // The document says what the hook enforces, so it cannot drift from it.
     if (route.schema !== undefined) route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
   })

@@ -1,28 +1,21 @@
-// Rate limits: a global per-IP ceiling on every route (except health checks), and
-// tighter per-IP and per-email limits on sign-up and sign-in (routes/auth). With
-// REDIS_URL the counters live in Redis, shared by every instance; otherwise in memory.
+// The global per-address ceiling on every route (except the health checks), counted before
+// anything else a request costs, authentication included. With REDIS_URL the counters live
+// in Redis, shared by every instance; otherwise in memory. (The tighter limits on sign-in,
+// sign-up and password changes: plugins/app/sign-in-limits.ts.)
 import rateLimit from '@fastify/rate-limit'
 import fp from 'fastify-plugin'
-import { Redis } from 'ioredis'
 import { RateLimitedError } from '../../schemas/errors.js'
 
 export default fp(async function rateLimits (fastify) {
-  const { config, log } = fastify
-  let redis: Redis | undefined
-  if (config.REDIS_URL) {
-    // Fail fast: a Redis outage must not stall requests (skipOnError lets them through).
-    redis = new Redis(config.REDIS_URL, { connectTimeout: 1000, maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: false })
-    redis.on('error', (err) => log.warn({ err }, 'rate-limit redis error'))
-    fastify.addHook('onClose', async () => { await redis?.quit().catch(() => redis?.disconnect()) })
-  }
+  const { config } = fastify
   await fastify.register(rateLimit, {
-    // RATE_LIMIT_MAX=0 turns the global ceiling off; the decorator stays for the auth limits.
+    // RATE_LIMIT_MAX=0 turns the ceiling off.
     global: config.RATE_LIMIT_MAX > 0,
     max: Math.max(config.RATE_LIMIT_MAX, 1),
     timeWindow: config.RATE_LIMIT_WINDOW_MS,
-    redis,
+    redis: fastify.redis ?? undefined,
     nameSpace: 'tsb-rate-limit-',
     skipOnError: true,
     errorResponseBuilder: () => new RateLimitedError()
   })
-}, { name: 'rate-limit' })
+}, { name: 'rate-limit', dependencies: ['redis'] })

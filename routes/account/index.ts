@@ -6,11 +6,11 @@ import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } fro
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, Success } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCurrentPasswordError, ValidationError } from '../../schemas/errors.js'
+import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../schemas/errors.js'
 import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, User } from '../../schemas/users.js'
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, passwords } = fastify
+  const { db, passwords, signInLimits } = fastify
 
   fastify.get('/profile', {
     schema: {
@@ -25,9 +25,10 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     tags: ['account'],
     summary: 'Change name, image, email or password',
     description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. ' +
+      'It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. ' +
       'PUT is the same partial update as PATCH (the origin web client edits the name with PUT).',
     body: ProfileUpdateBody,
-    response: { 200: ProfileResponse, ...errorResponses(400, 401, 409, 413, 415, 503) }
+    response: { 200: ProfileResponse, ...errorResponses(400, 401, 409, 413, 415, 429, 503) }
   }
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
     const { body, user } = request
@@ -40,7 +41,13 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       if (Buffer.byteLength(body.newPassword, 'utf8') > MAX_PASSWORD_BYTES) {
         throw new ValidationError([`Password must be at most ${MAX_PASSWORD_BYTES} bytes - newPassword`])
       }
-      if (!await passwords.verify(body.currentPassword, user.password)) throw new InvalidCurrentPasswordError()
+      // Guessing the current password with a stolen token costs what guessing at sign-in does.
+      await signInLimits.admit(request, user.email)
+      passwords.admit()
+      if (!await passwords.verify(body.currentPassword, user.password)) {
+        await signInLimits.failed(request, user.email)
+        throw new InvalidCurrentPasswordError()
+      }
       passwordHash = await passwords.hash(body.newPassword)
     }
     let updated
@@ -49,12 +56,14 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
         name: body.name === undefined ? undefined : (body.name?.trim() || null),
         image: body.image,
         email: body.email === undefined ? undefined : normalizeEmail(body.email),
-        passwordHash
+        // Only over the password that was checked: of two concurrent changes, one wins.
+        passwordHash: passwordHash === undefined ? undefined : { from: user.password, to: passwordHash }
       })
     } catch (err) {
       if (isUniqueViolation(err)) throw new EmailTakenError()
       throw err
     }
+    if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
     if (passwordHash === undefined) return { success: true as const, data: toUser(updated) }
     const token = fastify.signIn(reply, updated)
     return { success: true as const, data: toUser(updated), token }

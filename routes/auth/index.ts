@@ -1,10 +1,9 @@
 // Sign-up, sign-in, the current user, sign-out.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import { revokeToken } from '../../db/revoked-tokens.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
 import { errorResponses, NullSuccess, Success } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCredentialsError, RateLimitedError, ValidationError } from '../../schemas/errors.js'
+import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../schemas/errors.js'
 import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, User } from '../../schemas/users.js'
 import { randomUUID } from 'node:crypto'
 
@@ -12,55 +11,38 @@ const tooLong = (password: string) => Buffer.byteLength(password, 'utf8') > MAX_
 const TOO_LONG_DETAIL = `Password must be at most ${MAX_PASSWORD_BYTES} bytes - password`
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, passwords, config } = fastify
-
-  // Guessing passwords or flooding sign-ups: AUTH_RATE_LIMIT_MAX per window, per client
-  // address and, separately, per email address (so many addresses cannot target one account).
-  const limited = config.AUTH_RATE_LIMIT_MAX > 0
-  const perAddress = limited ? { max: config.AUTH_RATE_LIMIT_MAX, timeWindow: config.RATE_LIMIT_WINDOW_MS } : undefined
-  // createRateLimit, not rateLimit: the latter skips a request another limiter already counted.
-  const emailLimit = limited
-    ? fastify.createRateLimit({
-      max: config.AUTH_RATE_LIMIT_MAX,
-      timeWindow: config.RATE_LIMIT_WINDOW_MS,
-      keyGenerator: (request) => `auth-email:${normalizeEmail((request.body as { email: string }).email)}`
-    })
-    : undefined
-  const perEmail = emailLimit
-    ? [async (request: FastifyRequest, reply: FastifyReply) => {
-        const result = await emailLimit(request)
-        if (!result.isAllowed && result.isExceeded) {
-          reply.header('retry-after', String(result.ttlInSeconds))
-          throw new RateLimitedError()
-        }
-      }]
-    : []
+  const { db, passwords, signInLimits } = fastify
 
   fastify.post('/register', {
-    config: { public: true, ...(perAddress && { rateLimit: perAddress }) },
-    preHandler: perEmail,
+    config: { public: true },
     schema: {
       tags: ['auth'],
       operationId: 'register',
       summary: 'Create an account and sign in',
-      description: 'Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie.',
+      description: 'Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie. ' +
+        'Limited per client address and per email like sign-in.',
       body: RegisterBody,
       response: { 201: AuthResponse, ...errorResponses(400, 409, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     const { password } = request.body
     if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL])
-    passwords.admit()
     const email = normalizeEmail(request.body.email)
+    await signInLimits.admit(request, email)
+    passwords.admit()
+    const taken = async () => {
+      await signInLimits.failed(request, email)
+      return new EmailTakenError()
+    }
     // Cheap early answer; the unique key below is what settles a race.
-    if (await findUserByEmail(db, email)) throw new EmailTakenError()
+    if (await findUserByEmail(db, email)) throw await taken()
     const passwordHash = await passwords.hash(password)
     const name = request.body.name?.trim() || null
     let user
     try {
       user = await db.transaction().execute((tx) => createUserWithPreferences(tx, { id: randomUUID(), name, email, passwordHash }))
     } catch (err) {
-      if (isUniqueViolation(err)) throw new EmailTakenError()
+      if (isUniqueViolation(err)) throw await taken()
       throw err
     }
     const token = fastify.signIn(reply, user)
@@ -68,23 +50,30 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('/login', {
-    config: { public: true, validationCode: 'INVALID_INPUT', ...(perAddress && { rateLimit: perAddress }) },
-    preHandler: perEmail,
+    config: { public: true, validationCode: 'INVALID_INPUT' },
     schema: {
       tags: ['auth'],
       operationId: 'login',
       summary: 'Sign in',
-      description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie.',
+      description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie. ' +
+        'AUTH_RATE_LIMIT_MAX attempts per window per client address; an email with that many failures is refused (429) to ' +
+        'addresses that failed recently, while an address with no recent failure still gets its attempt.',
       body: LoginBody,
       response: { 200: AuthResponse, ...errorResponses(400, 401, 413, 415, 429, 503) }
     }
   }, async (request, reply) => {
     const { password } = request.body
     if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL], 'INVALID_INPUT')
+    const email = normalizeEmail(request.body.email)
+    await signInLimits.admit(request, email)
     passwords.admit()
-    const user = await findUserByEmail(db, normalizeEmail(request.body.email))
+    const user = await findUserByEmail(db, email)
     const matches = await passwords.verify(password, user?.password)
-    if (!matches || user === undefined) throw new InvalidCredentialsError()
+    if (!matches || user === undefined) {
+      await signInLimits.failed(request, email)
+      throw new InvalidCredentialsError()
+    }
+    await signInLimits.succeeded(email)
     const token = fastify.signIn(reply, user)
     return { success: true as const, token, user: toUser(user) }
   })
