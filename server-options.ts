@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto'
 import type { IncomingMessage } from 'node:http'
 import { LogController, type FastifyServerOptions } from 'fastify'
+import { clientErrorHandler, frameworkErrors } from './plugins/errors.js'
 import { trustProxy, type AppConfig } from './schemas/config.js'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
@@ -74,6 +75,9 @@ export function serverOptions (config: AppConfig): FastifyServerOptions {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
-    routerOptions: { maxParamLength: 200 }
+    routerOptions: { maxParamLength: 200 },
+    // What is refused before any route or hook runs is answered in the envelope too.
+    frameworkErrors,
+    clientErrorHandler
   }
 }
