@@ -44,6 +44,13 @@ export default fp(async function errors (fastify) {
     if (known) return send(known)
     // The JSON parsers' errors carry 400 but no code (a SyntaxError, or the raw-body parser's empty-body error).
     if (err.statusCode === 400 && (err instanceof SyntaxError || err.message.startsWith('Body cannot be empty'))) return send('INVALID_JSON')
+    // The body stopped mid-way because the connection closed (the client left, or a request
+    // timeout cut it and clientErrorHandler answered): no one to answer, and no database
+    // failure, whatever its ECONNRESET says.
+    if (err.code === 'ECONNRESET' && request.raw.destroyed) {
+      request.log.info({ reason: err.message }, 'connection closed before the request arrived')
+      return send('BAD_REQUEST')
+    }
     if (isDatabaseUnavailable(err)) {
       request.log.error({ err }, 'database unavailable')
       return send('SERVICE_UNAVAILABLE')
