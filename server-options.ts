@@ -1,8 +1,10 @@
-// The options the Fastify server is built with: logging, body and router limits, request
-// ids, proxies. server.ts, the tests and the OpenAPI generator all build the app with these.
+// The options the Fastify server is built with: the HTTP server and its timeouts and
+// connection cap, logging, body and router limits, request ids, proxies. server.ts, the
+// tests and the OpenAPI generator all build the app with these.
 import { randomUUID } from 'node:crypto'
-import type { IncomingMessage } from 'node:http'
-import { LogController, type FastifyServerOptions } from 'fastify'
+import { createServer, type IncomingMessage, type Server } from 'node:http'
+import { LogController, type FastifyHttpOptions, type FastifyServerFactoryHandler } from 'fastify'
+import { clientErrorHandler, frameworkErrors } from './plugins/errors.js'
 import { trustProxy, type AppConfig } from './schemas/config.js'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
@@ -53,8 +55,32 @@ export function serializeError (err: Error & { code?: unknown }): { type: string
   return { type: err.constructor?.name ?? 'Error', code: err.code, message: clip(err.message), stack: clip(err.stack) }
 }
 
-export function serverOptions (config: AppConfig): FastifyServerOptions {
+/**
+ * The HTTP server, with every request's time and the number of connections bounded
+ * (schemas/config.ts says why each default). Fastify's own timeout options cannot set a
+ * connection cap or how often Node checks request timeouts (every 30 s by default, so a
+ * 1 s limit would cut at up to 31 s): here it checks ten times per limit, at most every
+ * second, a timer over the connections still receiving a request, not a per-request cost.
+ * Headers are due within the request timeout (Node refuses a longer headers timeout).
+ */
+export function httpServer (config: AppConfig): (handler: FastifyServerFactoryHandler) => Server {
+  return (handler) => {
+    const server = createServer({
+      requestTimeout: config.REQUEST_TIMEOUT_MS,
+      headersTimeout: config.REQUEST_TIMEOUT_MS,
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(config.REQUEST_TIMEOUT_MS / 10))
+    }, handler)
+    server.keepAliveTimeout = config.KEEP_ALIVE_TIMEOUT_MS
+    server.setTimeout(config.CONNECTION_TIMEOUT_MS)
+    server.maxConnections = config.MAX_CONNECTIONS
+    return server
+  }
+}
+
+export function serverOptions (config: AppConfig): FastifyHttpOptions<Server> {
   return {
+    // Also what the tests listen on: helper.ts builds the app from these options.
+    serverFactory: httpServer(config),
     logger: {
       level: config.LOG_LEVEL,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
@@ -74,6 +100,9 @@ export function serverOptions (config: AppConfig): FastifyServerOptions {
       const given = req.headers['x-request-id']
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID()
     },
-    routerOptions: { maxParamLength: 200 }
+    routerOptions: { maxParamLength: 200 },
+    // What is refused before any route or hook runs is answered in the envelope too.
+    frameworkErrors,
+    clientErrorHandler
   }
 }

@@ -20,6 +20,12 @@ export interface DatabaseOptions {
   connectTimeoutMs?: number
   statementTimeoutMs?: number
   /**
+   * How long the client waits for a query's answer before failing it (503) and discarding
+   * its connection: the bound when the network goes silent and nothing else would end the
+   * wait. Keep it above statementTimeoutMs, so slow statements are cancelled by the server.
+   */
+  queryTimeoutMs?: number
+  /**
    * Run the prepared hot queries (db/prepared.ts) as named statements, parsed and planned
    * once per connection (default true). Off for poolers that cannot keep them, such as
    * PgBouncer before 1.21 in transaction mode.
@@ -48,13 +54,23 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
         this.on('error', onError)
       }
 
+      // A query that timed out is still on the wire: pg keeps its connection waiting for
+      // the answer, and the pool would hand it out again with every later query stuck behind
+      // the lost one. Ending the client closes the socket, and the pool, finding it ended
+      // when Kysely releases it (this runs first), discards it and opens a new one.
+      readonly #endIfTimedOut = (err: Error) => {
+        if (err.message === QUERY_TIMEOUT_MESSAGE) this.end().catch(onError)
+      }
+
       // Kysely calls query(text, values); a prepared hot query's text goes out as its
       // named statement instead. Every other form of call passes through untouched.
       override query (...args: unknown[]): never {
         const [text, values] = args
         const name = prepared && args.length === 2 && typeof text === 'string' && Array.isArray(values) ? preparedStatementName(text) : undefined
         const call = super.query as (...params: unknown[]) => never
-        return name === undefined ? call.apply(this, args) : call.call(this, { name, text, values })
+        const result = name === undefined ? call.apply(this, args) : call.call(this, { name, text, values })
+        if ((result as unknown) instanceof Promise) (result as Promise<unknown>).catch(this.#endIfTimedOut)
+        return result
       }
     }
     const pool = new pg.Pool({
@@ -65,6 +81,11 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
       idleTimeoutMillis: 30_000,
       statement_timeout: options.statementTimeoutMs ?? 15_000,
+      query_timeout: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
+      // Idle pooled connections to a vanished server are noticed (probes after 10 s of
+      // silence) and dropped, instead of failing the next request that takes them.
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
       application_name: 'task-subscription-backend',
       types: pgTypes
     })
@@ -91,12 +112,18 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   return { db, kind: 'pglite', close: () => db.destroy() }
 }
 
+// pg's error when queryTimeoutMs passes without an answer.
+const QUERY_TIMEOUT_MESSAGE = 'Query read timeout'
+
 // Errors that mean the database cannot be reached right now (as opposed to a bad query).
 const DB_UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
 export function isDatabaseUnavailable (err: { code?: unknown, message?: string }): boolean {
   if (typeof err.code === 'string' && DB_UNAVAILABLE_CODES.has(err.code)) return true
   const message = err.message ?? ''
   return message.includes('timeout exceeded when trying to connect') ||
+    message === QUERY_TIMEOUT_MESSAGE ||
+    // A query on a client already ended (a transaction's rollback after its query timed out).
+    message.endsWith('is not queryable') ||
     message.includes('Connection terminated') ||
     message.includes('PGlite is closed')
 }

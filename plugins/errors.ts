@@ -1,10 +1,16 @@
 // One error path: every failure, whatever raised it (a handler, a hook, validation, a body
 // parser, Fastify itself), becomes the envelope of schemas/errors.ts here, and 5xx internals
-// stay in the log. Also the answer for unknown routes.
-import type { FastifyError } from 'fastify'
+// stay in the log. Also the answer for unknown routes, and (as server options, see
+// server-options.ts) for what is refused before any route or hook runs: the router's
+// undecodable or over-long paths and Node's HTTP parser errors and request timeouts.
+import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
+import type { Socket } from 'node:net'
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { isDatabaseUnavailable } from '../db/connect.js'
 import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode } from '../schemas/errors.js'
+import { SECURITY_HEADERS } from './response-headers.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -40,6 +46,13 @@ export default fp(async function errors (fastify) {
     if (known) return send(known)
     // The JSON parsers' errors carry 400 but no code (a SyntaxError, or the raw-body parser's empty-body error).
     if (err.statusCode === 400 && (err instanceof SyntaxError || err.message.startsWith('Body cannot be empty'))) return send('INVALID_JSON')
+    // The body stopped mid-way because the connection closed (the client left, or a request
+    // timeout cut it and clientErrorHandler answered): no one to answer, and no database
+    // failure, whatever its ECONNRESET says.
+    if (err.code === 'ECONNRESET' && request.raw.destroyed) {
+      request.log.info({ reason: err.message }, 'connection closed before the request arrived')
+      return send('BAD_REQUEST')
+    }
     if (isDatabaseUnavailable(err)) {
       request.log.error({ err }, 'database unavailable')
       return send('SERVICE_UNAVAILABLE')
@@ -54,3 +67,57 @@ export default fp(async function errors (fastify) {
     return reply.code(404).send(errorBody('NOT_FOUND'))
   })
 }, { name: 'errors' })
+
+/**
+ * Fastify's `frameworkErrors`: the router's refusals, which run no hook (so not the
+ * security headers' either) and by default echo the path. A path parameter over
+ * `maxParamLength` is 414, a path that does not decode is 400.
+ */
+export function frameworkErrors (err: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const code: ErrorCode = err.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'URI_TOO_LONG' : err.code === 'FST_ERR_BAD_URL' ? 'BAD_REQUEST' : 'INTERNAL_ERROR'
+  if (code === 'INTERNAL_ERROR') request.log.error({ err }, 'unexpected router error')
+  reply.code(ERROR_CATALOG[code][0]).headers(SECURITY_HEADERS).header('x-request-id', request.id).send(errorBody(code))
+}
+
+// Node's HTTP parser errors and request timeouts, by their error code; anything else the
+// parser refuses is a 400.
+const clientErrorCodes: Record<string, ErrorCode> = {
+  ERR_HTTP_REQUEST_TIMEOUT: 'REQUEST_TIMEOUT',
+  HPE_HEADER_OVERFLOW: 'HEADERS_TOO_LARGE',
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: 'PAYLOAD_TOO_LARGE'
+}
+
+// Fixed at start-up: everything but the request id, which goes last.
+const rawAnswerHead = (code: ErrorCode): { head: string, body: string } => {
+  const [status] = ERROR_CATALOG[code]
+  const body = JSON.stringify(errorBody(code))
+  const headers = { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(body)), connection: 'close', ...SECURITY_HEADERS }
+  return { head: `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('')}`, body }
+}
+const rawAnswers = new Map<ErrorCode, { head: string, body: string }>(
+  (['BAD_REQUEST', ...Object.values(clientErrorCodes)] as ErrorCode[]).map((code) => [code, rawAnswerHead(code)])
+)
+
+/**
+ * Fastify's `clientErrorHandler`: Node's HTTP parser errors (431 headers too large, 400
+ * malformed) and request timeouts (408), which come before there is a request or a reply,
+ * so the answer is written on the socket. Like Node's own default, it is written only when
+ * no answer has begun on the connection (a response half sent cannot be followed by
+ * another), and the connection is closed. The request is never echoed nor logged: the
+ * error carries the raw bytes it failed on, credentials included.
+ */
+export function clientErrorHandler (this: FastifyInstance, err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) {
+    socket.destroy()
+    return
+  }
+  const code = clientErrorCodes[err.code ?? ''] ?? 'BAD_REQUEST'
+  const reqId = randomUUID()
+  this.log.info({ reqId, status: ERROR_CATALOG[code][0], code, reason: err.code }, 'request refused by the HTTP parser')
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent: boolean } | null })._httpMessage
+  if (socket.writable && !inFlight?.headersSent) {
+    const { head, body } = rawAnswers.get(code)!
+    socket.write(`${head}x-request-id: ${reqId}\r\n\r\n${body}`)
+  }
+  socket.destroy()
+}

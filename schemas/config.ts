@@ -13,10 +13,31 @@ export const ConfigSchema = Type.Object({
   NODE_ENV: Type.String({ default: 'development' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3002, errorMessage: 'must be a port number (0-65535)' }),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
+  // Bounds on every connection (server-options.ts). REQUEST_TIMEOUT_MS: a request, headers and
+  // body, must have arrived within 30 s, enough for a 1 MiB body (the limit) at ~35 kB/s, and a
+  // client trickling bytes holds its connection 30 s, not forever. CONNECTION_TIMEOUT_MS: a
+  // socket silent both ways for 60 s (a client that stopped reading its answer) is closed; it
+  // must exceed the slowest handler (a checkout: up to three 10 s provider calls).
+  // KEEP_ALIVE_TIMEOUT_MS: idle between requests, 72 s, above the 60 s idle timeout of common
+  // load balancers (AWS ALB, nginx upstream keepalive; raise it above yours), so the balancer,
+  // not the server, closes an idle connection and never sends a request on one being closed
+  // (a 502). MAX_CONNECTIONS: about ten times what one instance has in flight at its measured
+  // ceiling (~2k req/s × 50 ms), with room for a balancer's idle pool, while a flood of slow
+  // clients stays bounded in sockets and in buffered bodies (up to 1 MiB each); a connection
+  // beyond it is closed at once.
+  REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 30_000, errorMessage: 'must be milliseconds from 1000 to 600000' }),
+  CONNECTION_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 60_000, errorMessage: 'must be milliseconds from 1000 to 600000' }),
+  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 3_600_000, default: 72_000, errorMessage: 'must be milliseconds from 1000 to 3600000' }),
+  MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: 100_000, default: 1024, errorMessage: 'must be an integer from 1 to 100000' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', errorMessage: 'must be a postgres:// or postgresql:// URL' })),
   DATABASE_POOL_MAX: Type.Integer({ minimum: 1, maximum: 1000, default: 10, errorMessage: 'must be an integer from 1 to 1000' }),
   DATABASE_CONNECT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 3000, errorMessage: 'must be milliseconds from 100 to 60000' }),
   DATABASE_STATEMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000, errorMessage: 'must be milliseconds from 100 to 600000' }),
+  // The client's own limit on a query's round trip, for when the network to PostgreSQL goes
+  // silent and no answer, error or reset ever comes (db/connect.ts). Unset: a second above the
+  // statement timeout, so a slow statement is still cancelled by the server first (its answer
+  // takes milliseconds; the second covers a busy event loop) and the connection is kept.
+  DATABASE_QUERY_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 900_000, errorMessage: 'must be milliseconds from 100 to 900000' })),
   DATABASE_PREPARED_STATEMENTS: Type.Boolean({ default: true, errorMessage: 'must be true or false' }),
   DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
   AUTH_JWT_SECRET: Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' })),
@@ -50,6 +71,8 @@ type RawConfig = Static<typeof ConfigSchema>
 export type AppConfig = RawConfig & {
   /** Always set after loadConfig: from the environment or, outside production, generated and kept in DATA_DIR. */
   AUTH_JWT_SECRET: string
+  /** Always set after loadConfig: from the environment or a second above DATABASE_STATEMENT_TIMEOUT_MS. */
+  DATABASE_QUERY_TIMEOUT_MS: number
 }
 
 export class ConfigError extends Error {
@@ -81,7 +104,16 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
     const first = errors?.[0]
     throw new ConfigError(`Invalid configuration: ${first ? describe(first) : (err as Error).message}`)
   }
-  return { ...raw, AUTH_JWT_SECRET: raw.AUTH_JWT_SECRET ?? developmentSecret(raw) }
+  return { ...raw, AUTH_JWT_SECRET: raw.AUTH_JWT_SECRET ?? developmentSecret(raw), DATABASE_QUERY_TIMEOUT_MS: queryTimeout(raw) }
+}
+
+function queryTimeout (raw: RawConfig): number {
+  const statement = raw.DATABASE_STATEMENT_TIMEOUT_MS
+  if (raw.DATABASE_QUERY_TIMEOUT_MS === undefined) return statement + 1000
+  if (raw.DATABASE_QUERY_TIMEOUT_MS <= statement) {
+    throw new ConfigError(`Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be above DATABASE_STATEMENT_TIMEOUT_MS (${statement}), so the server cancels a slow statement first`)
+  }
+  return raw.DATABASE_QUERY_TIMEOUT_MS
 }
 
 // Outside production a missing secret is generated once and kept beside the embedded

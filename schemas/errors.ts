@@ -28,6 +28,10 @@ export const ERROR_CATALOG = {
   SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
+  // Refused by the HTTP layer before any route runs (plugins/errors.ts, clientErrorHandler and frameworkErrors).
+  REQUEST_TIMEOUT: [408, 'Request timeout'],
+  URI_TOO_LONG: [414, 'URI too long'],
+  HEADERS_TOO_LARGE: [431, 'Request headers too large'],
   RATE_LIMITED: [429, 'Too many requests'],
   INTERNAL_ERROR: [500, 'Internal server error'],
   PAYMENT_PROVIDER_ERROR: [502, 'Payment provider error'],

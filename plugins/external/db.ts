@@ -28,6 +28,7 @@ export default fp(async function db (fastify) {
     poolMax: config.DATABASE_POOL_MAX,
     connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
+    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     onPoolError: (err) => log.warn({ err }, 'idle database client failed')
   })
