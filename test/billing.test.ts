@@ -183,6 +183,26 @@ t.test('signatures: missing, bad, stale, another secret, one byte changed → 40
   t.equal(fresh.statusCode, 200, 'within the tolerance it is accepted')
 })
 
+const INVALID_SIGNATURE = { success: false, error: 'Invalid signature', code: 'INVALID_SIGNATURE' }
+
+t.test('signature timestamps: the 300 s tolerance applies both ways (a delivery dated ahead is refused too)', async (t) => {
+  const user = await registerUser(app)
+  const { subscription } = await subscribe(user)
+  // Dated from the next whole second: however long the request takes (under a second), the
+  // timestamp stays more than 300 s ahead of the server's clock.
+  const ahead = (seconds: number) => Math.ceil(Date.now() / 1000) + seconds
+  for (const [name, timestamp] of [['a day ahead', ahead(86_400)], ['301 s ahead', ahead(301)]] as const) {
+    const event = invoicePaymentFailed(subscription)
+    const res = await deliver(event, { timestamp })
+    t.equal(res.statusCode, 400, name)
+    t.same(json(res), INVALID_SIGNATURE, name)
+    t.equal(await eventRecorded(event.id), false, `${name}: not recorded`)
+  }
+  t.equal((await preferencesRow(user.id)).payment_subscription_status, 'active', 'nothing applied')
+  const skewed = await deliver(invoicePaymentFailed(subscription), { timestamp: now() + 299 })
+  t.equal(skewed.statusCode, 200, '299 s ahead (a clock a little fast) is accepted')
+})
+
 t.test('a redelivered event is acknowledged and applied once, also when deliveries race', async (t) => {
   const user = await registerUser(app)
   stripe.reset()
