@@ -168,9 +168,3 @@ export function verifyWebhookSignature (rawBody: Buffer, header: string, secret:
     throw new Stripe.errors.StripeSignatureVerificationError(header, rawBody, { message: 'Timestamp ahead of the tolerance zone' })
   }
 }
-
-/** Verifies a webhook delivery (verifyWebhookSignature), then parses it. */
-export function constructWebhookEvent (rawBody: Buffer, signature: string, secret: string): Stripe.Event {
-  verifyWebhookSignature(rawBody, signature, secret)
-  return JSON.parse(rawBody.toString('utf8')) as Stripe.Event
-}
