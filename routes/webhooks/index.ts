@@ -3,9 +3,10 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type Stripe from 'stripe'
-import { applySubscriptionChange, recordPaymentEvent, type SubscriptionChange, type SubscriptionTarget } from '../../db/billing.js'
+import { applyBillingEvent, recordPaymentEvent, type SubscriptionTarget } from '../../db/billing.js'
+import type { BillingEvent, SubscriptionSnapshot } from '../../db/billing-rules.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
-import { idOf, unixToDate, verifyWebhookSignature, type Payments } from '../../plugins/app/payments.js'
+import { idOf, toSubscriptionState, unixToDate, verifyWebhookSignature, type Payments, type SubscriptionState } from '../../plugins/app/payments.js'
 import { Value } from 'typebox/value'
 import type { TSchema } from 'typebox'
 import {
@@ -14,10 +15,19 @@ import {
 import { errorResponses } from '../../schemas/common.js'
 import { BillingNotConfiguredError, InvalidSignatureError, ValidationError } from '../../schemas/errors.js'
 
-interface PlannedChange { target: SubscriptionTarget, change: SubscriptionChange, upgrade: boolean }
+interface PlannedEvent { target: SubscriptionTarget, event: BillingEvent }
 
-/** What an event means for the stored subscription; null for events with nothing to apply. */
-async function planChange (event: Stripe.Event, payments: Payments, log: FastifyBaseLogger): Promise<PlannedChange | null> {
+const snapshotOf = (state: SubscriptionState): SubscriptionSnapshot => ({
+  id: state.subscriptionId,
+  status: state.status,
+  priceId: state.priceId,
+  currentPeriodEnd: state.currentPeriodEnd,
+  cancelAtPeriodEnd: state.cancelAtPeriodEnd
+})
+
+/** The event in our terms, with the user it is for; null for events with nothing to apply. */
+async function planEvent (event: Stripe.Event, payments: Payments, log: FastifyBaseLogger): Promise<PlannedEvent | null> {
+  const at = new Date(event.created * 1000)
   switch (event.type) {
     case 'checkout.session.completed': {
       const session = event.data.object
@@ -29,23 +39,17 @@ async function planChange (event: Stripe.Event, payments: Payments, log: Fastify
       }
       // The session does not carry status, price or period: ask the provider.
       const state = await payments.retrieveSubscription(subscriptionId)
-      return { target: { userId }, change: { ...state, customerId: idOf(session.customer) ?? state.customerId }, upgrade: true }
+      const customerId = idOf(session.customer) ?? state.customerId
+      return { target: { userId }, event: { kind: 'checkout-completed', at, subscription: snapshotOf(state), customerId } }
     }
     case 'customer.subscription.updated':
     case 'customer.subscription.deleted': {
-      const subscription = event.data.object
-      const item = subscription.items?.data?.[0]
+      const state = toSubscriptionState(event.data.object)
       const deleted = event.type === 'customer.subscription.deleted'
+      const subscription = deleted ? { ...snapshotOf(state), status: 'canceled', cancelAtPeriodEnd: false } : snapshotOf(state)
       return {
-        target: { customerId: idOf(subscription.customer) ?? '' },
-        change: {
-          subscriptionId: subscription.id,
-          status: deleted ? 'canceled' : subscription.status,
-          priceId: item?.price?.id ?? null,
-          currentPeriodEnd: unixToDate(item?.current_period_end),
-          cancelAtPeriodEnd: deleted ? false : subscription.cancel_at_period_end
-        },
-        upgrade: false
+        target: { customerId: state.customerId },
+        event: { kind: deleted ? 'subscription-deleted' : 'subscription-updated', at, subscription }
       }
     }
     case 'invoice.payment_succeeded':
@@ -54,15 +58,11 @@ async function planChange (event: Stripe.Event, payments: Payments, log: Fastify
       const subscriptionId = idOf(invoice.parent?.subscription_details?.subscription)
       const customerId = idOf(invoice.customer)
       if (!subscriptionId || !customerId) return null
-      const succeeded = event.type === 'invoice.payment_succeeded'
       return {
         target: { customerId },
-        change: {
-          subscriptionId,
-          status: succeeded ? 'active' : 'past_due',
-          ...(succeeded && { currentPeriodEnd: unixToDate(invoice.lines?.data?.[0]?.period?.end) ?? undefined })
-        },
-        upgrade: false
+        event: event.type === 'invoice.payment_succeeded'
+          ? { kind: 'invoice-paid', at, subscriptionId, periodEnd: unixToDate(invoice.lines?.data?.[0]?.period?.end) }
+          : { kind: 'invoice-failed', at, subscriptionId }
       }
     }
     default:
@@ -148,15 +148,14 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
       log.info('webhook event already applied')
       return { received: true as const }
     }
-    const planned = await planChange(event, payments, log)
-    const created = new Date(event.created * 1000)
+    const planned = await planEvent(event, payments, log)
     await db.transaction().execute(async (tx) => {
-      if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created })) return
+      if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return
       if (planned === null) return
-      const result = await applySubscriptionChange(tx, planned.target, planned.change, created)
+      const result = await applyBillingEvent(tx, planned.target, planned.event)
       if (result.outcome === 'unknown') log.warn({ target: planned.target }, 'webhook event for an unknown customer: recorded, nothing changed')
-      else if (result.outcome === 'stale') log.info('webhook event older than the stored state: recorded, nothing changed')
-      else if (planned.upgrade && result.plan === 'pro') {
+      else if (result.outcome === 'ignored') log.info({ because: result.because }, 'webhook event changes nothing: recorded')
+      else if (planned.event.kind === 'checkout-completed' && result.plan === 'pro') {
         await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
       }
     })
