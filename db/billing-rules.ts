@@ -13,7 +13,8 @@
 // 3. Invoices only nudge a live subscription, and only the stored one: paid moves `past_due`
 //    to `active` and the period end forward; failed makes it `past_due`. They carry no terms.
 // 4. One subscription at a time. Events of another subscription never replace a live stored
-//    one (a completed checkout of a second one is cancelled: see the webhook). When the stored
+//    one, and a completed checkout of a second one that has not ended is to be cancelled at
+//    the provider (the webhook does it: the user would be billed twice). When the stored
 //    one is not live, a completed checkout links its subscription (its state is fetched from
 //    the provider, so it is current), and a subscription event newer than the stored status
 //    replaces it.
@@ -81,6 +82,8 @@ export type IgnoredBecause =
 export type Decision =
   | { action: 'apply', state: BillingState }
   | { action: 'ignore', because: IgnoredBecause }
+  /** A checkout completed a second subscription while one is live: stop billing the second. */
+  | { action: 'cancel-second-subscription', subscriptionId: string }
 
 const versionOf = (event: BillingEvent): Version => ({ at: event.at, precedence: EVENT_PRECEDENCE[event.kind] })
 
@@ -104,7 +107,11 @@ export function decideBillingEvent (stored: BillingState, event: BillingEvent): 
 
 function otherSubscription (stored: BillingState, event: BillingEvent): Decision {
   if (!('subscription' in event)) return ignore('other-subscription')
-  if (stored.subscriptionId !== null && isLive(stored.status)) return ignore('other-subscription')
+  if (stored.subscriptionId !== null && isLive(stored.status)) {
+    return event.kind === 'checkout-completed' && !isEnded(event.subscription.status)
+      ? { action: 'cancel-second-subscription', subscriptionId: event.subscription.id }
+      : ignore('other-subscription')
+  }
   // A checkout's state was fetched when it was applied: current, whatever its event's time.
   if (event.kind !== 'checkout-completed' && !isNewer(versionOf(event), stored.statusVersion)) return ignore('stale')
   const version = versionOf(event)

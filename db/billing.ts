@@ -61,6 +61,7 @@ export type SubscriptionTarget = { userId: string } | { customerId: string }
 export type ApplyResult =
   | { outcome: 'applied', userId: string, plan: string, previousPlan: string }
   | { outcome: 'ignored', because: IgnoredBecause }
+  | { outcome: 'second-subscription', userId: string, subscriptionId: string }
   | { outcome: 'unknown' }
 
 const versionOf = (at: string | null, precedence: number): Version | null => at === null ? null : { at: new Date(at), precedence }
@@ -91,6 +92,7 @@ export async function applyBillingEvent (db: Kysely<Database>, target: Subscript
   if (row === undefined) return { outcome: 'unknown' }
   const decision = decideBillingEvent(billingStateOf(row), event)
   if (decision.action === 'ignore') return { outcome: 'ignored', because: decision.because }
+  if (decision.action === 'cancel-second-subscription') return { outcome: 'second-subscription', userId: row.user_id, subscriptionId: decision.subscriptionId }
 
   const { state } = decision
   const plan = planFor(state.status)
@@ -114,6 +116,35 @@ export async function applyBillingEvent (db: Kysely<Database>, target: Subscript
     .where('id', '=', row.id)
     .execute()
   return { outcome: 'applied', userId: row.user_id, plan, previousPlan: row.plan }
+}
+
+/**
+ * Stores the checkout session just opened for the user and returns the one it replaces
+ * (null when none). One statement that locks the row while it reads the previous id, so
+ * of concurrent checkouts each learns of exactly the one it replaced, and only the last
+ * stays stored: expiring every returned id leaves one session open.
+ */
+export async function replaceOpenCheckoutSession (db: Kysely<Database>, userId: string, sessionId: string): Promise<string | null> {
+  const previous = db.selectFrom('user_preferences')
+    .select(['id', 'payment_checkout_session_id as previousSessionId'])
+    .where('user_id', '=', userId)
+    .forUpdate()
+    .as('previous')
+  const row = await db.updateTable('user_preferences as p')
+    .from(previous)
+    .set({ payment_checkout_session_id: sessionId, updated_at: sql`now()` })
+    .whereRef('p.id', '=', 'previous.id')
+    .returning('previous.previousSessionId')
+    .executeTakeFirst()
+  return row?.previousSessionId ?? null
+}
+
+/** A completed checkout session is no longer the user's open one. */
+export async function forgetCheckoutSession (db: Kysely<Database>, userId: string, sessionId: string): Promise<void> {
+  await db.updateTable('user_preferences')
+    .set({ payment_checkout_session_id: null })
+    .where('user_id', '=', userId).where('payment_checkout_session_id', '=', sessionId)
+    .execute()
 }
 
 /** After a cancel request at the provider: the stored copy of what it answered. */

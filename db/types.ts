@@ -48,6 +48,8 @@ export interface UserPreferencesTable {
   payment_period_end_precedence: Generated<number>
   payment_terms_at: NullableTimestamp
   payment_terms_precedence: Generated<number>
+  /** The checkout session last opened for the user, until it completes (it may have expired). */
+  payment_checkout_session_id: string | null
   created_at: Timestamp
   updated_at: Timestamp
 }

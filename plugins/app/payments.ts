@@ -27,6 +27,10 @@ export interface Payments {
   cancelAtPeriodEnd: (subscriptionId: string) => Promise<SubscriptionState>
   /** Ends the subscription now; one that is already gone at the provider counts as done. */
   cancelNow: (subscriptionId: string) => Promise<void>
+  /** Makes a checkout session impossible to pay; one already completed or expired counts as done. */
+  expireCheckoutSession: (sessionId: string) => Promise<void>
+  /** Deletes the customer, which also cancels every subscription of theirs at once; one already gone counts as done. */
+  deleteCustomer: (customerId: string) => Promise<void>
 }
 
 declare module 'fastify' {
@@ -67,6 +71,8 @@ function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNe
   }
   return options
 }
+
+const isMissing = (err: unknown): boolean => err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing'
 
 async function call<T> (log: FastifyBaseLogger, operation: string, fn: () => Promise<T>): Promise<T> {
   try {
@@ -132,7 +138,28 @@ export default fp(async function payments (fastify) {
       try {
         await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: randomUUID() })
       } catch (err) {
-        if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing') return
+        if (isMissing(err)) return
+        throw err
+      }
+    }),
+
+    expireCheckoutSession: (sessionId) => call(log, 'checkout.sessions.expire', async () => {
+      try {
+        await stripe.checkout.sessions.expire(sessionId, {}, { idempotencyKey: randomUUID() })
+      } catch (err) {
+        if (isMissing(err)) return
+        // Stripe expires only open sessions and refuses the others (its error has no code to
+        // tell why): done if the session is no longer open.
+        if (err instanceof Stripe.errors.StripeInvalidRequestError && (await stripe.checkout.sessions.retrieve(sessionId)).status !== 'open') return
+        throw err
+      }
+    }),
+
+    deleteCustomer: (customerId) => call(log, 'customers.del', async () => {
+      try {
+        await stripe.customers.del(customerId)
+      } catch (err) {
+        if (isMissing(err)) return
         throw err
       }
     })
@@ -140,6 +167,22 @@ export default fp(async function payments (fastify) {
   fastify.decorate('payments', client)
   fastify.decorate('requirePayments', () => client)
 }, { name: 'payments' })
+
+/**
+ * Stops everything the provider could bill a deleted account for: its open checkout can
+ * no longer be paid, and its customer is deleted, which cancels every subscription of it
+ * (also one a webhook has not told us of yet). Without a customer, a live subscription is
+ * cancelled on its own. Throws (502) on a provider failure, before anything of ours is deleted.
+ */
+export async function closeBillingAccount (payments: Payments, account: {
+  customerId: string | null
+  liveSubscriptionId: string | null
+  openCheckoutSessionId: string | null
+}): Promise<void> {
+  if (account.openCheckoutSessionId !== null) await payments.expireCheckoutSession(account.openCheckoutSessionId)
+  if (account.customerId !== null) await payments.deleteCustomer(account.customerId)
+  else if (account.liveSubscriptionId !== null) await payments.cancelNow(account.liveSubscriptionId)
+}
 
 /** How far a webhook's signed timestamp may be from our clock, either way. */
 export const WEBHOOK_TOLERANCE_SECONDS = 300

@@ -1,10 +1,12 @@
 // POST /webhooks/payment: signed provider events, each applied exactly once (its id is
-// recorded in the same transaction as its effect), never rolling the state back.
+// recorded in the same transaction as its effect) as db/billing-rules.ts decides.
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { Kysely } from 'kysely'
 import type Stripe from 'stripe'
-import { applyBillingEvent, recordPaymentEvent, type SubscriptionTarget } from '../../db/billing.js'
+import { applyBillingEvent, forgetCheckoutSession, recordPaymentEvent, type SubscriptionTarget } from '../../db/billing.js'
 import type { BillingEvent, SubscriptionSnapshot } from '../../db/billing-rules.js'
+import type { Database } from '../../db/types.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
 import { idOf, toSubscriptionState, unixToDate, verifyWebhookSignature, type Payments, type SubscriptionState } from '../../plugins/app/payments.js'
 import { Value } from 'typebox/value'
@@ -15,7 +17,7 @@ import {
 import { errorResponses } from '../../schemas/common.js'
 import { BillingNotConfiguredError, InvalidSignatureError, ValidationError } from '../../schemas/errors.js'
 
-interface PlannedEvent { target: SubscriptionTarget, event: BillingEvent }
+interface PlannedEvent { target: SubscriptionTarget, event: BillingEvent, checkoutSessionId?: string }
 
 const snapshotOf = (state: SubscriptionState): SubscriptionSnapshot => ({
   id: state.subscriptionId,
@@ -40,7 +42,11 @@ async function planEvent (event: Stripe.Event, payments: Payments, log: FastifyB
       // The session does not carry status, price or period: ask the provider.
       const state = await payments.retrieveSubscription(subscriptionId)
       const customerId = idOf(session.customer) ?? state.customerId
-      return { target: { userId }, event: { kind: 'checkout-completed', at, subscription: snapshotOf(state), customerId } }
+      return {
+        target: { userId },
+        event: { kind: 'checkout-completed', at, subscription: snapshotOf(state), customerId },
+        ...(session.id !== undefined && { checkoutSessionId: session.id })
+      }
     }
     case 'customer.subscription.updated':
     case 'customer.subscription.deleted': {
@@ -67,6 +73,38 @@ async function planEvent (event: Stripe.Event, payments: Payments, log: FastifyB
     }
     default:
       return null
+  }
+}
+
+/**
+ * Applies a planned event in the transaction that records it. The provider calls it may
+ * need (a subscription nobody may be billed for is cancelled) are made here too: should one
+ * fail, nothing is recorded and the provider's retry of the event tries again.
+ */
+async function applyPlanned (tx: Kysely<Database>, planned: PlannedEvent, payments: Payments, log: FastifyBaseLogger): Promise<void> {
+  const { target, event } = planned
+  const result = await applyBillingEvent(tx, target, event)
+  if (planned.checkoutSessionId !== undefined && 'userId' in target) await forgetCheckoutSession(tx, target.userId, planned.checkoutSessionId)
+  switch (result.outcome) {
+    case 'unknown':
+      if (event.kind === 'checkout-completed') {
+        log.warn({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists: cancelling its subscription')
+        await payments.cancelNow(event.subscription.id)
+      } else {
+        log.warn({ target }, 'webhook event for an unknown customer: recorded, nothing changed')
+      }
+      return
+    case 'second-subscription':
+      log.warn({ userId: result.userId, subscriptionId: result.subscriptionId }, 'checkout completed a second subscription while one is live: cancelling it')
+      await payments.cancelNow(result.subscriptionId)
+      return
+    case 'ignored':
+      log.info({ because: result.because }, 'webhook event changes nothing: recorded')
+      return
+    case 'applied':
+      if (event.kind === 'checkout-completed' && result.plan === 'pro') {
+        await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
+      }
   }
 }
 
@@ -151,13 +189,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
     const planned = await planEvent(event, payments, log)
     await db.transaction().execute(async (tx) => {
       if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return
-      if (planned === null) return
-      const result = await applyBillingEvent(tx, planned.target, planned.event)
-      if (result.outcome === 'unknown') log.warn({ target: planned.target }, 'webhook event for an unknown customer: recorded, nothing changed')
-      else if (result.outcome === 'ignored') log.info({ because: result.because }, 'webhook event changes nothing: recorded')
-      else if (planned.event.kind === 'checkout-completed' && result.plan === 'pro') {
-        await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
-      }
+      if (planned !== null) await applyPlanned(tx, planned, payments, log)
     })
     return { received: true as const }
   })
