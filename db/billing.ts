@@ -1,13 +1,11 @@
-// Billing state in user_preferences, and the ledger of applied provider events.
+// Billing state in user_preferences, and the ledger of applied provider events. What an
+// event does to the state is decided in billing-rules.ts; this file reads and writes it.
 import { sql, type Kysely } from 'kysely'
 import type { Subscription } from '../schemas/billing.js'
+import { decideBillingEvent, planFor, type BillingEvent, type BillingState, type IgnoredBecause, type Version } from './billing-rules.js'
 import type { Database, PreferencesRow } from './types.js'
 
-/** Statuses in which the user has what they paid for. */
-export const LIVE_STATUSES = ['active', 'trialing', 'past_due'] as const
-export const isLive = (status: string | null): boolean => (LIVE_STATUSES as readonly string[]).includes(status ?? '')
-/** Plan is `pro` while the subscription is live, else `free`. */
-export const planFor = (status: string | null): 'pro' | 'free' => isLive(status) ? 'pro' : 'free'
+export { isLive, LIVE_STATUSES, planFor } from './billing-rules.js'
 
 export const toStoredSubscription = (row: PreferencesRow): Subscription => {
   const plan = row.plan as Subscription['plan']
@@ -58,55 +56,95 @@ export async function recordPaymentEvent (db: Kysely<Database>, event: { id: str
   return inserted !== undefined
 }
 
-export type SubscriptionTarget = { userId: string } | { subscriptionId: string } | { customerId: string }
+export type SubscriptionTarget = { userId: string } | { customerId: string }
 
-export interface SubscriptionChange {
-  customerId?: string
-  subscriptionId?: string
-  status?: string
-  priceId?: string | null
-  currentPeriodEnd?: Date | null
-  cancelAtPeriodEnd?: boolean
+export type ApplyResult =
+  | { outcome: 'applied', userId: string, plan: string, previousPlan: string }
+  | { outcome: 'ignored', because: IgnoredBecause }
+  | { outcome: 'second-subscription', userId: string, subscriptionId: string }
+  | { outcome: 'unknown' }
+
+const versionOf = (at: string | null, precedence: number): Version | null => at === null ? null : { at: new Date(at), precedence }
+const dateOf = (value: string | null): Date | null => value === null ? null : new Date(value)
+
+function billingStateOf (row: PreferencesRow): BillingState {
+  return {
+    subscriptionId: row.payment_subscription_id,
+    status: row.payment_subscription_status,
+    priceId: row.payment_price_id,
+    currentPeriodEnd: dateOf(row.payment_current_period_end),
+    cancelAtPeriodEnd: row.cancel_at_period_end,
+    statusVersion: versionOf(row.payment_state_at, row.payment_state_precedence),
+    periodEndVersion: versionOf(row.payment_period_end_at, row.payment_period_end_precedence),
+    termsVersion: versionOf(row.payment_terms_at, row.payment_terms_precedence)
+  }
 }
 
-export type ApplyResult = { outcome: 'applied', userId: string, plan: string, previousPlan: string } | { outcome: 'stale' } | { outcome: 'unknown' }
-
 /**
- * Applies a subscription change made at the provider at `at`, unless the stored state
- * comes from a newer event (late deliveries never roll the state back). The plan follows
- * the resulting status.
+ * Applies a provider event to the stored subscription of the user it targets, as
+ * billing-rules.ts decides (late and reordered deliveries end in one state). The row is
+ * locked for the decision, so concurrent deliveries apply one after the other.
  */
-export async function applySubscriptionChange (
-  db: Kysely<Database>,
-  target: SubscriptionTarget,
-  change: SubscriptionChange,
-  at: Date
-): Promise<ApplyResult> {
+export async function applyBillingEvent (db: Kysely<Database>, target: SubscriptionTarget, event: BillingEvent): Promise<ApplyResult> {
   let query = db.selectFrom('user_preferences').selectAll().forUpdate()
-  if ('userId' in target) query = query.where('user_id', '=', target.userId)
-  else if ('subscriptionId' in target) query = query.where('payment_subscription_id', '=', target.subscriptionId)
-  else query = query.where('payment_customer_id', '=', target.customerId)
+  query = 'userId' in target ? query.where('user_id', '=', target.userId) : query.where('payment_customer_id', '=', target.customerId)
   const row = await query.executeTakeFirst()
   if (row === undefined) return { outcome: 'unknown' }
-  if (row.payment_state_at !== null && Date.parse(row.payment_state_at) > at.getTime()) return { outcome: 'stale' }
+  const decision = decideBillingEvent(billingStateOf(row), event)
+  if (decision.action === 'ignore') return { outcome: 'ignored', because: decision.because }
+  if (decision.action === 'cancel-second-subscription') return { outcome: 'second-subscription', userId: row.user_id, subscriptionId: decision.subscriptionId }
 
-  const status = change.status ?? row.payment_subscription_status
-  const plan = planFor(status)
+  const { state } = decision
+  const plan = planFor(state.status)
   await db.updateTable('user_preferences')
     .set({
-      ...(change.customerId !== undefined && { payment_customer_id: change.customerId }),
-      ...(change.subscriptionId !== undefined && { payment_subscription_id: change.subscriptionId }),
-      ...(change.status !== undefined && { payment_subscription_status: change.status }),
-      ...(change.priceId !== undefined && { payment_price_id: change.priceId }),
-      ...(change.currentPeriodEnd !== undefined && { payment_current_period_end: change.currentPeriodEnd }),
-      ...(change.cancelAtPeriodEnd !== undefined && { cancel_at_period_end: change.cancelAtPeriodEnd }),
+      ...(event.kind === 'checkout-completed' && { payment_customer_id: event.customerId }),
+      payment_subscription_id: state.subscriptionId,
+      payment_subscription_status: state.status,
+      payment_price_id: state.priceId,
+      payment_current_period_end: state.currentPeriodEnd,
+      cancel_at_period_end: state.cancelAtPeriodEnd,
       plan,
-      payment_state_at: at,
+      payment_state_at: state.statusVersion?.at ?? null,
+      payment_state_precedence: state.statusVersion?.precedence ?? 0,
+      payment_period_end_at: state.periodEndVersion?.at ?? null,
+      payment_period_end_precedence: state.periodEndVersion?.precedence ?? 0,
+      payment_terms_at: state.termsVersion?.at ?? null,
+      payment_terms_precedence: state.termsVersion?.precedence ?? 0,
       updated_at: sql`now()`
     })
     .where('id', '=', row.id)
     .execute()
   return { outcome: 'applied', userId: row.user_id, plan, previousPlan: row.plan }
+}
+
+/**
+ * Stores the checkout session just opened for the user and returns the one it replaces
+ * (null when none). One statement that locks the row while it reads the previous id, so
+ * of concurrent checkouts each learns of exactly the one it replaced, and only the last
+ * stays stored: expiring every returned id leaves one session open.
+ */
+export async function replaceOpenCheckoutSession (db: Kysely<Database>, userId: string, sessionId: string): Promise<string | null> {
+  const previous = db.selectFrom('user_preferences')
+    .select(['id', 'payment_checkout_session_id as previousSessionId'])
+    .where('user_id', '=', userId)
+    .forUpdate()
+    .as('previous')
+  const row = await db.updateTable('user_preferences as p')
+    .from(previous)
+    .set({ payment_checkout_session_id: sessionId, updated_at: sql`now()` })
+    .whereRef('p.id', '=', 'previous.id')
+    .returning('previous.previousSessionId')
+    .executeTakeFirst()
+  return row?.previousSessionId ?? null
+}
+
+/** A completed checkout session is no longer the user's open one. */
+export async function forgetCheckoutSession (db: Kysely<Database>, userId: string, sessionId: string): Promise<void> {
+  await db.updateTable('user_preferences')
+    .set({ payment_checkout_session_id: null })
+    .where('user_id', '=', userId).where('payment_checkout_session_id', '=', sessionId)
+    .execute()
 }
 
 /** After a cancel request at the provider: the stored copy of what it answered. */

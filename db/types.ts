@@ -40,7 +40,16 @@ export interface UserPreferencesTable {
   payment_price_id: string | null
   payment_current_period_end: NullableTimestamp
   cancel_at_period_end: Generated<boolean>
+  /** Provider time of the event that last set the status (db/billing-rules.ts), and its precedence. */
   payment_state_at: NullableTimestamp
+  payment_state_precedence: Generated<number>
+  /** The same for the period end, and for the terms (price, cancel_at_period_end). */
+  payment_period_end_at: NullableTimestamp
+  payment_period_end_precedence: Generated<number>
+  payment_terms_at: NullableTimestamp
+  payment_terms_precedence: Generated<number>
+  /** The checkout session last opened for the user, until it completes (it may have expired). */
+  payment_checkout_session_id: string | null
   created_at: Timestamp
   updated_at: Timestamp
 }

@@ -49,7 +49,7 @@ export interface paths {
         get: operations["getProfile"];
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         put: operations["replaceProfile"];
         post?: never;
@@ -58,7 +58,7 @@ export interface paths {
         head?: never;
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         patch: operations["updateProfile"];
         trace?: never;
@@ -94,7 +94,7 @@ export interface paths {
         put?: never;
         /**
          * Create an account and sign in
-         * @description Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie.
+         * @description Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie. Limited per client address and per email like sign-in.
          */
         post: operations["register"];
         delete?: never;
@@ -114,7 +114,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in
-         * @description Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie.
+         * @description Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie. AUTH_RATE_LIMIT_MAX attempts per window per client address; an email with that many failures is refused (429) to addresses that failed recently, while an address with no recent failure still gets its attempt.
          */
         post: operations["login"];
         delete?: never;
@@ -343,6 +343,27 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -358,7 +379,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -379,7 +400,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -405,6 +426,27 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
             /** @description Internal server error */
             500: {
                 headers: {
@@ -420,7 +462,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -441,7 +483,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -493,6 +535,27 @@ export interface operations {
                     };
                 };
             };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
             /** @description Missing, invalid, expired or revoked token */
             401: {
                 headers: {
@@ -508,7 +571,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -529,7 +592,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -550,7 +613,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -571,7 +634,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -653,7 +716,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -674,7 +737,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -695,7 +758,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -716,7 +779,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -737,7 +800,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -758,7 +821,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -779,7 +842,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -800,7 +863,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -821,7 +884,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -903,7 +966,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -924,7 +987,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -945,7 +1008,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -966,7 +1029,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -987,7 +1050,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1008,7 +1071,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1029,7 +1092,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1050,7 +1113,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1071,7 +1134,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1119,7 +1182,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1140,7 +1203,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1161,7 +1224,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1182,7 +1245,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1203,7 +1266,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1224,7 +1287,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1245,7 +1308,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1266,7 +1329,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1287,7 +1350,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1367,7 +1430,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1388,7 +1451,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1409,7 +1472,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1430,7 +1493,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1451,7 +1514,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1472,7 +1535,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1493,7 +1556,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1571,7 +1634,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1592,7 +1655,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1613,7 +1676,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1634,7 +1697,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1655,7 +1718,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1676,7 +1739,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1697,7 +1760,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1749,6 +1812,27 @@ export interface operations {
                     };
                 };
             };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
             /** @description Missing, invalid, expired or revoked token */
             401: {
                 headers: {
@@ -1764,7 +1848,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1785,7 +1869,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1806,7 +1890,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1827,7 +1911,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1872,7 +1956,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1893,7 +1977,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1914,7 +1998,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1935,7 +2019,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1956,7 +2040,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1977,7 +2061,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -1998,7 +2082,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2019,7 +2103,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2070,7 +2154,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2091,7 +2175,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2112,7 +2196,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2133,7 +2217,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2154,7 +2238,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2175,7 +2259,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2196,7 +2280,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2217,7 +2301,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2238,7 +2322,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2259,7 +2343,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2337,7 +2421,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2358,7 +2442,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2379,7 +2463,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2400,7 +2484,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2421,7 +2505,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2442,7 +2526,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2463,7 +2547,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2484,7 +2568,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2505,7 +2589,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2526,7 +2610,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2591,6 +2675,27 @@ export interface operations {
                     };
                 };
             };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
             /** @description Missing, invalid, expired or revoked token */
             401: {
                 headers: {
@@ -2606,7 +2711,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2627,7 +2732,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2648,7 +2753,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2669,7 +2774,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2774,7 +2879,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2795,7 +2900,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2816,7 +2921,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2837,7 +2942,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2858,7 +2963,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2879,7 +2984,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2900,7 +3005,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -2921,7 +3026,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3026,7 +3131,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3047,7 +3152,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3068,7 +3173,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3089,7 +3194,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3110,7 +3215,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3131,7 +3236,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3152,7 +3257,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3173,7 +3278,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3240,6 +3345,27 @@ export interface operations {
                     };
                 };
             };
+            /** @description Validation failed, malformed JSON or a refused field */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        /** @description What went wrong, for people */
+                        error: string;
+                        /**
+                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+                         * @enum {string}
+                         */
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        /** @description One `<message> - <field>` line per invalid field */
+                        details?: string[];
+                    };
+                };
+            };
             /** @description Missing, invalid, expired or revoked token */
             401: {
                 headers: {
@@ -3255,7 +3381,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3276,7 +3402,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3297,7 +3423,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3318,7 +3444,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3400,7 +3526,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3421,7 +3547,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3442,7 +3568,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3463,7 +3589,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3484,7 +3610,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3505,7 +3631,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3526,7 +3652,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3547,7 +3673,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3568,7 +3694,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3589,7 +3715,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3676,7 +3802,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3697,7 +3823,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3718,7 +3844,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3739,7 +3865,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3760,7 +3886,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3852,7 +3978,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3873,7 +3999,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3894,7 +4020,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3915,7 +4041,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3936,7 +4062,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3957,7 +4083,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3978,7 +4104,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -3999,7 +4125,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4073,7 +4199,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4094,7 +4220,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4115,7 +4241,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4136,7 +4262,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4157,7 +4283,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4178,7 +4304,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4273,7 +4399,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4294,7 +4420,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4315,7 +4441,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4336,7 +4462,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4357,7 +4483,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4378,7 +4504,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4399,7 +4525,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4420,7 +4546,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4441,7 +4567,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4493,7 +4619,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4514,7 +4640,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4535,7 +4661,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4556,7 +4682,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4577,7 +4703,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4598,7 +4724,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4619,7 +4745,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4640,7 +4766,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4661,7 +4787,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4754,7 +4880,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4775,7 +4901,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4796,7 +4922,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4817,7 +4943,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4838,7 +4964,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4859,7 +4985,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4880,7 +5006,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4901,7 +5027,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4922,7 +5048,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4973,7 +5099,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -4994,7 +5120,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -5015,7 +5141,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -5036,7 +5162,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -5057,7 +5183,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -5078,7 +5204,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };
@@ -5099,7 +5225,7 @@ export interface operations {
                          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
                          * @enum {string}
                          */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
                         /** @description One `<message> - <field>` line per invalid field */
                         details?: string[];
                     };

@@ -73,6 +73,7 @@ export const ProviderEventEnvelope = Type.Object({
 })
 
 export const CheckoutSessionObject = Type.Object({
+  id: Type.Optional(ProviderId),
   mode: Type.Optional(Type.String({ maxLength: 50 })),
   client_reference_id: Type.Optional(Type.Union([Type.String({ format: 'uuid' }), Type.Null()])),
   metadata: Type.Optional(Type.Union([Type.Object({ userId: Type.Optional(Type.String({ format: 'uuid' })) }), Type.Null()])),

@@ -2,6 +2,7 @@
 // checkout, webhooks (signed, idempotent, order-proof), portal, cancel, account deletion.
 import { sql } from 'kysely'
 import t from 'tap'
+import { BODY_LIMIT } from '../server-options.js'
 import { build, json, registerUser, type TestUser } from './helper.js'
 import {
   checkoutSessionCompleted, invoicePaymentFailed, invoicePaymentSucceeded, makeEvent,
@@ -181,6 +182,82 @@ t.test('signatures: missing, bad, stale, another secret, one byte changed → 40
   t.equal((await preferencesRow(user.id)).payment_subscription_status, 'active', 'never applied')
   const fresh = await deliver(event, { timestamp: now() - 299 })
   t.equal(fresh.statusCode, 200, 'within the tolerance it is accepted')
+})
+
+const INVALID_SIGNATURE = { success: false, error: 'Invalid signature', code: 'INVALID_SIGNATURE' }
+
+t.test('signature timestamps: the 300 s tolerance applies both ways (a delivery dated ahead is refused too)', async (t) => {
+  const user = await registerUser(app)
+  const { subscription } = await subscribe(user)
+  // Dated from the next whole second: however long the request takes (under a second), the
+  // timestamp stays more than 300 s ahead of the server's clock.
+  const ahead = (seconds: number) => Math.ceil(Date.now() / 1000) + seconds
+  for (const [name, timestamp] of [['a day ahead', ahead(86_400)], ['301 s ahead', ahead(301)]] as const) {
+    const event = invoicePaymentFailed(subscription)
+    const res = await deliver(event, { timestamp })
+    t.equal(res.statusCode, 400, name)
+    t.same(json(res), INVALID_SIGNATURE, name)
+    t.equal(await eventRecorded(event.id), false, `${name}: not recorded`)
+  }
+  t.equal((await preferencesRow(user.id)).payment_subscription_status, 'active', 'nothing applied')
+  const skewed = await deliver(invoicePaymentFailed(subscription), { timestamp: now() + 299 })
+  t.equal(skewed.statusCode, 200, '299 s ahead (a clock a little fast) is accepted')
+})
+
+t.test('unsigned bodies are never parsed: whatever they hold, the answer is Invalid signature', async (t) => {
+  // 1 MiB of nesting (just under the body limit): parsing it stalls the event loop for
+  // 80-170 ms, which nobody without the webhook secret may cost us.
+  const depth = BODY_LIMIT / 2 - 1
+  const nested = '['.repeat(depth) + ']'.repeat(depth)
+  const bodies: Array<[string, string]> = [
+    ['1 MiB of nesting', nested],
+    ['malformed JSON', '{"id": "evt_1", "type": '],
+    ['JSON of the wrong shape', '[{"id": "evt_1"}]'],
+    ['a JSON string', '"invoice.payment_failed"'],
+    ['an empty body', '']
+  ]
+  const signatures: Array<[string, Record<string, string>]> = [
+    ['no signature', {}],
+    ['a forged signature', { 'stripe-signature': `t=${now()},v1=${'0'.repeat(64)}` }]
+  ]
+  for (const [bodyName, payload] of bodies) {
+    for (const [signatureName, signature] of signatures) {
+      const name = `${bodyName}, ${signatureName}`
+      // Any parse of the body would go through JSON.parse: count the ones of a large text.
+      const parse = JSON.parse
+      let largeParses = 0
+      JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]) => {
+        if (String(text).length > 100_000) largeParses++
+        return parse(text, reviver)
+      }
+      let res
+      const started = process.hrtime.bigint()
+      try {
+        res = await app.inject({ method: 'POST', url: '/webhooks/payment', headers: { 'content-type': 'application/json', ...signature }, payload })
+      } finally {
+        JSON.parse = parse
+      }
+      t.equal(res.statusCode, 400, name)
+      t.same(json(res), INVALID_SIGNATURE, name)
+      t.equal(largeParses, 0, `${name}: the body was not parsed`)
+      if (payload === nested) t.comment(`${name}: answered in ${Number(process.hrtime.bigint() - started) / 1e6} ms`)
+    }
+  }
+})
+
+t.test('signed bodies that are not JSON or not an event are still 400s', async (t) => {
+  const cases: Array<[string, string, Record<string, unknown>]> = [
+    ['malformed JSON', '{"id": "evt_1", "type": ', { success: false, error: 'Invalid JSON body', code: 'INVALID_JSON' }],
+    ['an empty body', '', { success: false, error: 'Invalid JSON body', code: 'INVALID_JSON' }],
+    ['a __proto__ key', '{"__proto__": {"polluted": true}}', { success: false, error: 'Invalid JSON body', code: 'INVALID_JSON' }],
+    ['JSON of the wrong shape', '[{"id": "evt_1"}]', { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' }],
+    ['an event without its fields', '{"id": "evt_1", "type": "invoice.payment_failed"}', { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED' }]
+  ]
+  for (const [name, body, expected] of cases) {
+    const res = await deliver(undefined, { body })
+    t.equal(res.statusCode, 400, name)
+    t.match(json(res), expected, name)
+  }
 })
 
 t.test('a redelivered event is acknowledged and applied once, also when deliveries race', async (t) => {

@@ -59,8 +59,11 @@ t.test('unreachable at start-up: the service starts, answers 503, and recovers b
 
 t.test('lost while running: 503 envelopes, no crash, then recovery; a webhook in the outage is applied once on redelivery', async (t) => {
   const user = await registerUser(app)
-  await app.db.updateTable('user_preferences').set({ payment_customer_id: `cus_${user.id.slice(0, 8)}` }).where('user_id', '=', user.id).execute()
-  const subscription = stripe.createSubscription({ customer: `cus_${user.id.slice(0, 8)}`, price: 'price_pro_monthly' })
+  const subscription = stripe.createSubscription({ customer: `cus_${user.id.slice(0, 8)}`, price: 'price_pro_monthly', status: 'past_due' })
+  // An invoice moves only the stored subscription: store it, in dunning, so the payment shows.
+  await app.db.updateTable('user_preferences')
+    .set({ payment_customer_id: `cus_${user.id.slice(0, 8)}`, payment_subscription_id: subscription.id, payment_subscription_status: 'past_due', plan: 'pro' })
+    .where('user_id', '=', user.id).execute()
   const event = invoicePaymentSucceeded(subscription)
   const delivery = () => {
     const { body, headers } = signedDelivery(event, WEBHOOK_SECRET)

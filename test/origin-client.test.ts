@@ -435,8 +435,11 @@ t.test('upgrade through checkout', async (t) => {
     t.notOk(stripe.calls.slice(callsBefore).some((call) => call.path === '/v1/checkout/sessions'), 'no session requested')
   }
 
-  // The payer completes the first session; Stripe delivers the signed event.
-  const { session: completed, subscription } = stripe.completeCheckout(session.id)
+  // Opening a session expired the one before: the payer completes the last; Stripe delivers the signed event.
+  t.equal(stripe.checkoutSessions.get(session.id).status, 'expired', 'the first session can no longer be paid')
+  const last = ownSessions[0]
+  if (last === undefined) return t.fail('no checkout session to complete')
+  const { session: completed, subscription } = stripe.completeCheckout(last.id)
   const delivered = await deliver(checkoutSessionCompleted(completed))
   t.equal(delivered.statusCode, 200)
 

@@ -2,7 +2,8 @@
 // SDK (`new Stripe(key, { host: '127.0.0.1', port, protocol: 'http', maxNetworkRetries: 0 })`).
 // It parses form bodies the way Stripe does, answers Stripe-shaped objects for the API
 // version the SDK pins, keeps state in memory, records every request, and can be told to
-// fail (500) or hang the next requests.
+// fail (500) or hang the next requests. Besides creating things it expires checkout sessions
+// (only open ones, as Stripe) and deletes customers (which cancels their subscriptions).
 import { randomBytes } from 'node:crypto'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -22,11 +23,13 @@ export interface StripeStandIn {
   /** Every request received, in order (also the ones answered with an error or never answered). */
   calls: RecordedCall[]
   customers: Map<string, any>
+  /** Ids of deleted customers (Stripe keeps a `{id, object, deleted: true}` stub of each). */
+  deletedCustomers: Set<string>
   checkoutSessions: Map<string, any>
   subscriptions: Map<string, any>
   /** The next `count` requests fail: 'error' answers 500 {error:{type:'api_error'}}, 'timeout' never answers (holds the socket until close()). */
   failNext (count: number, mode: 'error' | 'timeout'): void
-  /** Simulates the customer paying for an open checkout session: creates an active subscription for its customer and price (period now → now+30 days, metadata from subscription_data), marks the session complete with `subscription` set; returns { session, subscription } (snapshots). */
+  /** Simulates the customer paying for an open checkout session (throws for an expired or completed one, or a deleted customer's): creates an active subscription for its customer and price (period now → now+30 days, metadata from subscription_data), marks the session complete with `subscription` set; returns { session, subscription } (snapshots). */
   completeCheckout (sessionId: string): { session: any, subscription: any }
   /** Creates a subscription directly (status default 'active'); returns a snapshot. */
   createSubscription (opts: CreateSubscriptionOptions): any
@@ -186,6 +189,7 @@ function expandList (value: unknown): string[] {
 export async function startStripeStandIn (): Promise<StripeStandIn> {
   const calls: RecordedCall[] = []
   const customers = new Map<string, any>()
+  const deletedCustomers = new Set<string>()
   const checkoutSessions = new Map<string, any>()
   const subscriptions = new Map<string, any>()
   const prices = new Map<string, any>()
@@ -345,6 +349,7 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     if (session.mode !== 'subscription') throw new Error(`stripe stand-in: checkout session ${sessionId} is in ${session.mode} mode, not subscription`)
     const first = extras.lineItems[0]
     if (!first) throw new Error(`stripe stand-in: checkout session ${sessionId} has no line items`)
+    if (session.customer && deletedCustomers.has(session.customer)) throw new Error(`stripe stand-in: the customer of checkout session ${sessionId} is deleted`)
     let customer = session.customer ? customers.get(session.customer) : undefined
     if (!customer) {
       customer = customerObject({ email: session.customer_email ?? undefined })
@@ -586,6 +591,27 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     return subscription
   }
 
+  /** Stripe: "A Checkout Session can be expired when it is in one of these statuses: open". */
+  function expireCheckoutSession (session: Obj): Obj {
+    if (session.status !== 'open') {
+      throw invalid(`Only Checkout Sessions with a status in ["open"] can be expired. This Checkout Session has a status of \`${String(session.status)}\`.`)
+    }
+    Object.assign(session, { status: 'expired', url: null })
+    return session
+  }
+
+  /** Stripe: permanently deletes a customer and "immediately cancels any active subscriptions on the customer". */
+  function deleteCustomer (customer: Obj): Obj {
+    for (const subscription of subscriptions.values()) {
+      if (subscription.customer === customer.id && subscription.status !== 'canceled' && subscription.status !== 'incomplete_expired') {
+        cancelSubscription(subscription, {})
+      }
+    }
+    customers.delete(customer.id)
+    deletedCustomers.add(customer.id)
+    return { id: customer.id, object: 'customer', deleted: true }
+  }
+
   function listSubscriptions (params: Obj): Obj {
     const status = params.status ?? undefined
     const limit = params.limit === undefined ? 10 : Number(params.limit)
@@ -652,9 +678,12 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     }
     if ((m = /^\/v1\/customers\/([^/]+)$/.exec(path))) {
       const id = decodeURIComponent(m[1] as string)
+      // A deleted customer can still be read (as a stub), and nothing else.
+      if (deletedCustomers.has(id) && method === 'GET') return { id, object: 'customer', deleted: true }
       const customer = customers.get(id)
       if (!customer) throw noSuch('customer', id)
       if (method === 'GET') return respond(customer)
+      if (method === 'DELETE') return deleteCustomer(customer)
       if (method === 'POST') {
         const updates = customerObject({ ...params, metadata: undefined })
         for (const key of ['email', 'name', 'description', 'phone'] as const) {
@@ -665,6 +694,12 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
       }
     }
     if (path === '/v1/checkout/sessions' && method === 'POST') return respond(createCheckoutSession(params))
+    if ((m = /^\/v1\/checkout\/sessions\/([^/]+)\/expire$/.exec(path)) && method === 'POST') {
+      const id = decodeURIComponent(m[1] as string)
+      const session = checkoutSessions.get(id)
+      if (!session) throw noSuch('checkout.session', id)
+      return respond(expireCheckoutSession(session))
+    }
     if ((m = /^\/v1\/checkout\/sessions\/([^/]+)(\/line_items)?$/.exec(path)) && method === 'GET') {
       const id = decodeURIComponent(m[1] as string)
       const session = checkoutSessions.get(id)
@@ -795,6 +830,7 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     url: `http://127.0.0.1:${port}`,
     calls,
     customers,
+    deletedCustomers,
     checkoutSessions,
     subscriptions,
     failNext (count: number, mode: 'error' | 'timeout') {

@@ -27,6 +27,10 @@ export interface Payments {
   cancelAtPeriodEnd: (subscriptionId: string) => Promise<SubscriptionState>
   /** Ends the subscription now; one that is already gone at the provider counts as done. */
   cancelNow: (subscriptionId: string) => Promise<void>
+  /** Makes a checkout session impossible to pay; one already completed or expired counts as done. */
+  expireCheckoutSession: (sessionId: string) => Promise<void>
+  /** Deletes the customer, which also cancels every subscription of theirs at once; one already gone counts as done. */
+  deleteCustomer: (customerId: string) => Promise<void>
 }
 
 declare module 'fastify' {
@@ -67,6 +71,8 @@ function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNe
   }
   return options
 }
+
+const isMissing = (err: unknown): boolean => err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing'
 
 async function call<T> (log: FastifyBaseLogger, operation: string, fn: () => Promise<T>): Promise<T> {
   try {
@@ -132,7 +138,28 @@ export default fp(async function payments (fastify) {
       try {
         await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: randomUUID() })
       } catch (err) {
-        if (err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing') return
+        if (isMissing(err)) return
+        throw err
+      }
+    }),
+
+    expireCheckoutSession: (sessionId) => call(log, 'checkout.sessions.expire', async () => {
+      try {
+        await stripe.checkout.sessions.expire(sessionId, {}, { idempotencyKey: randomUUID() })
+      } catch (err) {
+        if (isMissing(err)) return
+        // Stripe expires only open sessions and refuses the others (its error has no code to
+        // tell why): done if the session is no longer open.
+        if (err instanceof Stripe.errors.StripeInvalidRequestError && (await stripe.checkout.sessions.retrieve(sessionId)).status !== 'open') return
+        throw err
+      }
+    }),
+
+    deleteCustomer: (customerId) => call(log, 'customers.del', async () => {
+      try {
+        await stripe.customers.del(customerId)
+      } catch (err) {
+        if (isMissing(err)) return
         throw err
       }
     })
@@ -141,7 +168,46 @@ export default fp(async function payments (fastify) {
   fastify.decorate('requirePayments', () => client)
 }, { name: 'payments' })
 
-/** Verifies a webhook delivery against the exact raw bytes; throws when the signature is bad or stale. */
-export function constructWebhookEvent (rawBody: Buffer, signature: string, secret: string): Stripe.Event {
-  return Stripe.webhooks.constructEvent(rawBody, signature, secret, 300)
+/**
+ * Stops everything the provider could bill a deleted account for: its open checkout can
+ * no longer be paid, and its customer is deleted, which cancels every subscription of it
+ * (also one a webhook has not told us of yet). Without a customer, a live subscription is
+ * cancelled on its own. Throws (502) on a provider failure, before anything of ours is deleted.
+ */
+export async function closeBillingAccount (payments: Payments, account: {
+  customerId: string | null
+  liveSubscriptionId: string | null
+  openCheckoutSessionId: string | null
+}): Promise<void> {
+  if (account.openCheckoutSessionId !== null) await payments.expireCheckoutSession(account.openCheckoutSessionId)
+  if (account.customerId !== null) await payments.deleteCustomer(account.customerId)
+  else if (account.liveSubscriptionId !== null) await payments.cancelNow(account.liveSubscriptionId)
+}
+
+/** How far a webhook's signed timestamp may be from our clock, either way. */
+export const WEBHOOK_TOLERANCE_SECONDS = 300
+
+/** The `t=` of a `stripe-signature` header, read as Stripe's SDK reads it (the last one counts). */
+function signedTimestamp (header: string): number {
+  let timestamp = Number.NaN
+  for (const item of header.split(',')) {
+    const [key, value] = item.split('=')
+    if (key === 't') timestamp = Number.parseInt(value ?? '', 10)
+  }
+  return timestamp
+}
+
+/**
+ * Checks a webhook delivery's signature against the exact raw bytes and its timestamp
+ * against our clock; throws when either is wrong. Stripe's SDK refuses only timestamps
+ * older than the tolerance, so a delivery dated ahead is refused here: a signed body
+ * dated a day ahead would otherwise be replayable for a day and five minutes.
+ */
+export function verifyWebhookSignature (rawBody: Buffer, header: string, secret: string, nowMs = Date.now()): void {
+  const signature = Stripe.webhooks.signature
+  if (signature === null) throw new Error('the Stripe SDK has no webhook signature helper')
+  signature.verifyHeader(rawBody, header, secret, WEBHOOK_TOLERANCE_SECONDS, undefined, nowMs)
+  if (signedTimestamp(header) * 1000 - nowMs > WEBHOOK_TOLERANCE_SECONDS * 1000) {
+    throw new Stripe.errors.StripeSignatureVerificationError(header, rawBody, { message: 'Timestamp ahead of the tolerance zone' })
+  }
 }

@@ -1,7 +1,7 @@
 // Starts a subscription: a hosted checkout session at the provider.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Static } from 'typebox'
-import { isLive, linkCustomer } from '../../db/billing.js'
+import { isLive, linkCustomer, replaceOpenCheckoutSession } from '../../db/billing.js'
 import { getOrCreatePreferences } from '../../db/preferences.js'
 import { CheckoutBody, CheckoutSession } from '../../schemas/billing.js'
 import { allowedOrigins, checkoutReturnUrls } from '../../schemas/config.js'
@@ -43,6 +43,15 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
     const customerId = preferences.payment_customer_id ??
       await linkCustomer(db, user.id, await payments.createCustomer({ id: user.id, email: user.email }))
     const session = await payments.createCheckoutSession({ customerId, priceId, userId: user.id, ...returnUrls(request.body) })
+    // One checkout that can be paid per user: the one this replaces (opened by an earlier or
+    // a concurrent request) is expired. Should that fail, the new session still stands: the
+    // webhook cancels a second subscription if the old one is paid after all.
+    const previous = await replaceOpenCheckoutSession(db, user.id, session.sessionId)
+    if (previous !== null) {
+      await payments.expireCheckoutSession(previous).catch((err: unknown) => {
+        request.log.warn({ err, checkoutSessionId: previous }, 'could not expire the previous checkout session')
+      })
+    }
     return { success: true as const, data: session }
   })
 }
