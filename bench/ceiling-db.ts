@@ -9,9 +9,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import pg from 'pg'
-import '../db/tasks.js'
-import { earliestTokenIat } from '../db/users.js'
-import { preparedStatements } from '../db/prepared.js'
+import { tasksPage } from '../db/tasks.js'
+import { earliestTokenIat, userForToken } from '../db/users.js'
 import { pgliteParsers, pgTypes, SESSION_SETTINGS } from '../db/timestamps.js'
 
 type Row = Record<string, unknown>
@@ -20,7 +19,7 @@ type Query = (name: string, params: Record<string, unknown>) => Promise<Row[]>
 const secret = process.env.AUTH_JWT_SECRET ?? ''
 const issuer = process.env.APP_URL ?? 'http://localhost:3000'
 const audience = process.env.API_URL ?? 'http://localhost:3002'
-const statements = preparedStatements()
+const statements = new Map([tasksPage.all, userForToken].map((statement) => [statement.name, statement]))
 /** The statement's SQL and its values in $n order, from named parameters. */
 const statement = (name: string, params: Record<string, unknown>): { text: string, values: unknown[] } => {
   const found = statements.get(name)

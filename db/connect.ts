@@ -6,7 +6,7 @@ import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { Kysely, PGliteDialect, PostgresDialect } from 'kysely'
 import pg from 'pg'
-import { preparedStatementName } from './prepared.js'
+import { statementName } from './prepared.js'
 import { pgliteParsers, pgTypes, SESSION_SETTINGS } from './timestamps.js'
 import type { Database } from './types.js'
 
@@ -66,7 +66,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       // named statement instead. Every other form of call passes through untouched.
       override query (...args: unknown[]): never {
         const [text, values] = args
-        const name = prepared && args.length === 2 && typeof text === 'string' && Array.isArray(values) ? preparedStatementName(text) : undefined
+        const name = prepared && args.length === 2 && typeof text === 'string' && Array.isArray(values) ? statementName(text) : undefined
         const call = super.query as (...params: unknown[]) => never
         const result = name === undefined ? call.apply(this, args) : call.call(this, { name, text, values })
         if ((result as unknown) instanceof Promise) (result as Promise<unknown>).catch(this.#endIfTimedOut)

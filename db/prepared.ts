@@ -1,7 +1,7 @@
 // Hot queries are built once instead of on every request. Kysely builds and compiles the
 // SQL at start-up with a marker in place of each value; each call only puts its values in.
 // On PostgreSQL the text also runs as a named statement (db/connect.ts), which the server
-// parses and plans once per connection. Only queries whose SQL never changes shape belong
+// parses and plans once per connection; the name is part of the text. Only queries whose SQL never changes shape belong
 // here; they name their columns rather than select *, so a column added by a later
 // migration cannot change a prepared statement's result type under a running instance.
 // They run as compiled here: a Kysely plugin added to the database instance later would
@@ -25,6 +25,7 @@ class Marker {
   constructor (readonly key: string) {}
 }
 
+/** A hot query compiled once: its name, its SQL (which names it) and the parameter of each $n. */
 export interface PreparedStatement {
   name: string
   sql: string
@@ -32,16 +33,22 @@ export interface PreparedStatement {
   params: string[]
 }
 
-const statements = new Map<string, PreparedStatement>()
+export interface PreparedQuery<P, R> extends PreparedStatement {
+  run: (db: Kysely<Database>, params: P) => Promise<R[]>
+}
 
-/** The statement name of a prepared query's SQL, if it is one. */
-export const preparedStatementName = (sql: string): string | undefined => statements.get(sql)?.name
+// The statement's name travels in its own text, as a leading comment PostgreSQL ignores:
+// the pg client (db/connect.ts) reads it from the query it is handed and sends a named
+// statement. Nothing is registered anywhere, and a driver that copies or rewraps the
+// parameters still passes the text through as it is.
+const NAME_PREFIX = '/*statement:'
 
-/** Every prepared query by statement name (the benchmark's database ceiling runs the same). */
-export const preparedStatements = (): Map<string, PreparedStatement> =>
-  new Map([...statements.values()].map((statement) => [statement.name, statement]))
-
-export type PreparedQuery<P, R> = (db: Kysely<Database>, params: P) => Promise<R[]>
+/** The statement name a query's text carries, if it is a prepared query's. */
+export function statementName (sql: string): string | undefined {
+  if (!sql.startsWith(NAME_PREFIX)) return undefined
+  const end = sql.indexOf('*/', NAME_PREFIX.length)
+  return end === -1 ? undefined : sql.slice(NAME_PREFIX.length, end)
+}
 
 /**
  * `build` receives the compile-only Kysely and a stand-in for `params` whose every field
@@ -51,17 +58,22 @@ export function prepareQuery<P extends object, R> (
   name: string,
   build: (db: Kysely<Database>, params: P) => Compilable<R>
 ): PreparedQuery<P, R> {
+  if (!/^[a-z][a-z0-9_]*$/.test(name)) throw new Error(`prepared query ${name}: a name is lower-case letters, digits and _`)
   const markers = new Proxy({}, { get: (_target, key) => new Marker(String(key)) }) as P
   const compiled = build(compiler, markers).compile()
   const slots = compiled.parameters.map((value) => {
     if (!(value instanceof Marker)) throw new Error(`prepared query ${name}: the value ${String(value)} is not a parameter`)
     return value.key as keyof P
   })
-  if ([...statements.values()].some((statement) => statement.name === name)) throw new Error(`prepared query ${name} is defined twice`)
-  if (statements.has(compiled.sql)) throw new Error(`prepared query ${name} repeats ${statements.get(compiled.sql)!.name}`)
-  statements.set(compiled.sql, { name, sql: compiled.sql, params: slots.map(String) })
-  return async (db, params) => {
-    const { rows } = await db.executeQuery<R>({ ...compiled, parameters: slots.map((slot) => params[slot]) })
-    return rows
+  const sql = `${NAME_PREFIX}${name}*/ ${compiled.sql}`
+  const named = { ...compiled, sql }
+  return {
+    name,
+    sql,
+    params: slots.map(String),
+    run: async (db, params) => {
+      const { rows } = await db.executeQuery<R>({ ...named, parameters: slots.map((slot) => params[slot]) })
+      return rows
+    }
   }
 }

@@ -70,7 +70,8 @@ const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_
       .select(TASK_COLUMNS.map((column) => `page.${column}` as const))
       .orderBy('page.created_at', 'desc').orderBy('page.id', 'desc')
   })
-const page = { all: pageQuery(false), byStatus: pageQuery(true) }
+/** The statements GET /tasks runs: without a status filter and with one. */
+export const tasksPage = { all: pageQuery(false), byStatus: pageQuery(true) }
 
 export async function listTasks (
   db: Kysely<Database>,
@@ -79,7 +80,7 @@ export async function listTasks (
 ): Promise<{ tasks: Task[], counts: TaskCounts }> {
   // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
   const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
-  const rows = await page[query.status === undefined ? 'all' : 'byStatus'](db, params)
+  const rows = await tasksPage[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
   const first = rows[0]!
   const counts = { total: first.total, todo: first.todo, inProgress: first.in_progress, completed: first.completed }
   // No task on the page: the one row carries only the counts.

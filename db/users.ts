@@ -42,7 +42,7 @@ const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verifie
 
 // The user a token names, unless that token was revoked: one round trip per
 // authenticated request, prepared once (db/prepared.ts).
-const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
+export const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
   db.selectFrom('users').select(USER_COLUMNS)
     .where('id', '=', p.userId)
     .where(({ not, exists, selectFrom }) => not(exists(
@@ -50,7 +50,7 @@ const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jt
     ))))
 
 export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<UserRow | undefined> {
-  const [user] = await userForToken(db, { userId, jti })
+  const [user] = await userForToken.run(db, { userId, jti })
   return user
 }
 
