@@ -1,5 +1,5 @@
-// The service as a Fastify plugin: the core plugins (errors, JSON bodies, validation,
-// response headers), then plugins/external → plugins/app → routes by autoload. server.ts,
+// The service as a Fastify plugin: the core plugins (errors, JSON bodies, shared schemas,
+// validation, response headers), then plugins/external → plugins/app → routes by autoload. server.ts,
 // the tests and the OpenAPI generator build it the same way, from serverOptions() and a
 // loaded configuration.
 import path from 'node:path'
@@ -9,6 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import errors from './plugins/errors.js'
 import jsonBody from './plugins/json-body.js'
 import responseHeaders from './plugins/response-headers.js'
+import sharedSchemas from './plugins/shared-schemas.js'
 import validation from './plugins/validation.js'
 import type { AppConfig } from './schemas/config.js'
 
@@ -32,6 +33,7 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
   fastify.decorate('config', opts.config)
   await fastify.register(errors)
   await fastify.register(jsonBody)
+  await fastify.register(sharedSchemas)
   await fastify.register(validation)
   // Before any other plugin, so its onRequest hook runs first and every answer carries its headers.
   await fastify.register(responseHeaders)

@@ -316,8 +316,403 @@ export interface paths {
 }
 export type webhooks = Record<string, never>;
 export interface components {
-    schemas: never;
-    responses: never;
+    schemas: {
+        /**
+         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
+         * @enum {string}
+         */
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        /** @description Error envelope */
+        ErrorResponse: {
+            /** @enum {boolean} */
+            success: false;
+            /** @description What went wrong, for people */
+            error: string;
+            code: components["schemas"]["ErrorCode"];
+            /** @description One `<message> - <field>` line per invalid field */
+            details?: string[];
+        };
+        /** @enum {string} */
+        TaskStatus: "todo" | "in-progress" | "completed";
+        Task: {
+            id: number;
+            title: string;
+            description: string | null;
+            status: components["schemas"]["TaskStatus"];
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            dueDate: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            completedAt: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            updatedAt: string;
+        };
+        TaskResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Task"];
+        };
+        TaskList: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Task"][];
+            /** @description Tasks matching the filter, ignoring limit and offset (also the `X-Total-Count` header) */
+            total: number;
+            /** @description All of the caller's tasks in `todo`, whatever the filter */
+            todo: number;
+            /** @description All of the caller's tasks in `in-progress`, whatever the filter */
+            inProgress: number;
+            /** @description All of the caller's tasks in `completed`, whatever the filter */
+            completed: number;
+        };
+        /**
+         * @example {
+         *       "title": "Write the quarterly report",
+         *       "status": "todo",
+         *       "dueDate": "2026-12-01T09:00:00Z"
+         *     }
+         */
+        CreateTaskBody: {
+            /** @example Write the quarterly report */
+            title: string;
+            description?: string | null;
+            status?: components["schemas"]["TaskStatus"];
+            /** Format: date-time */
+            dueDate?: string | null;
+            /** @description Set by the server when the status becomes `completed`; accepted as null only */
+            completedAt?: null;
+        };
+        /**
+         * @example {
+         *       "status": "completed"
+         *     }
+         */
+        UpdateTaskBody: {
+            /** @example Write the quarterly report */
+            title?: string;
+            description?: string | null;
+            status?: components["schemas"]["TaskStatus"];
+            /** Format: date-time */
+            dueDate?: string | null;
+            /** @description Set by the server when the status becomes `completed`; accepted as null only */
+            completedAt?: null;
+        };
+        /** @description The public user object; the password hash never leaves the database */
+        User: {
+            /** Format: uuid */
+            id: string;
+            name: string | null;
+            email: string;
+            image: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            emailVerified: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            updatedAt: string;
+        };
+        UserResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["User"];
+        };
+        /** @description Signed in: the token and the user */
+        AuthResponse: {
+            /** @enum {boolean} */
+            success: true;
+            /** @description JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token` */
+            token: string;
+            user: components["schemas"]["User"];
+        };
+        ProfileResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["User"];
+            /** @description A fresh token, present after a password change (older tokens are revoked) */
+            token?: string;
+        };
+        RegisterBody: {
+            /** @example Ada Lovelace */
+            name?: string;
+            /** @example ada@example.com */
+            email: string;
+            /** @example correct horse battery */
+            password: string;
+        };
+        LoginBody: {
+            /** @example ada@example.com */
+            email: string;
+            /** @example correct horse battery */
+            password: string;
+        };
+        /**
+         * @example {
+         *       "name": "Ada King"
+         *     }
+         * @example {
+         *       "currentPassword": "correct horse battery",
+         *       "newPassword": "even better horse"
+         *     }
+         */
+        ProfileUpdateBody: {
+            name?: string | null;
+            /** Format: uri */
+            image?: string | null;
+            /** @example ada@example.com */
+            email?: string;
+            currentPassword?: string;
+            /** @example correct horse battery */
+            newPassword?: string;
+        };
+        /** @enum {string} */
+        Theme: "light" | "dark" | "system";
+        /**
+         * @description `pro` while the subscription is active, trialing or past_due, else `free`
+         * @enum {string}
+         */
+        Plan: "free" | "pro";
+        /** @enum {string} */
+        Toggle: "enabled" | "disabled";
+        Preferences: {
+            theme: components["schemas"]["Theme"];
+            language: string;
+            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
+            timezone: string | null;
+            plan: components["schemas"]["Plan"];
+            defaultStatus: components["schemas"]["TaskStatus"];
+            defaultTaskStatus: components["schemas"]["TaskStatus"];
+            emailNotifications: components["schemas"]["Toggle"];
+            taskReminders: components["schemas"]["Toggle"];
+            weeklyDigest: components["schemas"]["Toggle"];
+            pushNotifications: components["schemas"]["Toggle"];
+            paymentCustomerId: string | null;
+            paymentSubscriptionId: string | null;
+            paymentSubscriptionStatus: string | null;
+            paymentPriceId: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            paymentCurrentPeriodEnd: string | null;
+        };
+        PreferencesResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Preferences"];
+        };
+        /**
+         * @example {
+         *       "theme": "dark",
+         *       "weeklyDigest": "enabled"
+         *     }
+         * @example {
+         *       "defaultTaskStatus": "in-progress",
+         *       "emailNotifications": "enabled",
+         *       "taskReminders": true,
+         *       "weeklyDigest": "disabled",
+         *       "theme": "system",
+         *       "language": "en",
+         *       "pushNotifications": "disabled"
+         *     }
+         */
+        UpdatePreferencesBody: {
+            theme?: components["schemas"]["Theme"];
+            language?: string;
+            /** @description An IANA time zone name such as Europe/Paris; null clears it */
+            timezone?: string | null;
+            defaultStatus?: components["schemas"]["TaskStatus"];
+            defaultTaskStatus?: components["schemas"]["TaskStatus"];
+            /** @enum {unknown} */
+            emailNotifications?: true | false | "enabled" | "disabled";
+            /** @enum {unknown} */
+            taskReminders?: true | false | "enabled" | "disabled";
+            /** @enum {unknown} */
+            weeklyDigest?: true | false | "enabled" | "disabled";
+            /** @enum {unknown} */
+            pushNotifications?: true | false | "enabled" | "disabled";
+        };
+        SubscriptionDetails: {
+            /** @description The provider's subscription id */
+            id: string;
+            /** @description The provider's customer id */
+            customerId: string | null;
+            /** @description The provider's subscription status, e.g. active, past_due, canceled */
+            status: string | null;
+            priceId: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            currentPeriodEnd: string | null;
+            cancelAtPeriodEnd: boolean;
+            plan: components["schemas"]["Plan"];
+        };
+        Subscription: {
+            plan: components["schemas"]["Plan"];
+            /** @description The provider's subscription status, e.g. active, past_due, canceled */
+            status: string | null;
+            subscriptionId: string | null;
+            priceId: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            currentPeriodEnd: string | null;
+            cancelAtPeriodEnd: boolean;
+            /** @description null until a subscription is linked (no provider call: the stored record) */
+            subscription: components["schemas"]["SubscriptionDetails"] | null;
+        };
+        SubscriptionResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Subscription"];
+        };
+        /**
+         * @example {
+         *       "priceId": "price_pro_monthly"
+         *     }
+         */
+        CheckoutBody: {
+            /**
+             * @description A price id from PAYMENT_PRICE_IDS
+             * @example price_pro_monthly
+             */
+            priceId: string;
+            /**
+             * Format: uri
+             * @description Where the provider returns a payer; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_SUCCESS_URL)
+             */
+            successUrl?: string;
+            /**
+             * Format: uri
+             * @description Where the provider returns a payer who cancels; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_CANCEL_URL)
+             */
+            cancelUrl?: string;
+        };
+    };
+    responses: {
+        /** @description Validation failed, malformed JSON or a refused field or parameter */
+        BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Internal server error */
+        InternalServerError: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Service unavailable: database unreachable, overloaded (see Retry-After), shutting down, or billing not configured */
+        ServiceUnavailable: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Missing, invalid, expired or revoked token, or wrong credentials */
+        Unauthorized: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Too many requests (see Retry-After) */
+        TooManyRequests: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Forbidden */
+        Forbidden: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Conflict with the stored state */
+        Conflict: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Payload too large */
+        PayloadTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Unsupported media type */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Payment provider error */
+        BadGateway: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+        /** @description Not found */
+        NotFound: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["ErrorResponse"];
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: never;
@@ -343,69 +738,9 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     ready: {
@@ -426,69 +761,9 @@ export interface operations {
                     "text/plain": string;
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getProfile: {
@@ -506,140 +781,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @description The public user object; the password hash never leaves the database */
-                        data: {
-                            /** Format: uuid */
-                            id: string;
-                            name: string | null;
-                            email: string;
-                            image: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            emailVerified: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UserResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     replaceProfile: {
@@ -651,16 +800,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name?: string | null;
-                    /** Format: uri */
-                    image?: string | null;
-                    /** @example ada@example.com */
-                    email?: string;
-                    currentPassword?: string;
-                    /** @example correct horse battery */
-                    newPassword?: string;
-                };
+                "application/json": components["schemas"]["ProfileUpdateBody"];
             };
         };
         responses: {
@@ -670,226 +810,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @description The public user object; the password hash never leaves the database */
-                        data: {
-                            /** Format: uuid */
-                            id: string;
-                            name: string | null;
-                            email: string;
-                            image: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            emailVerified: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                        /** @description A fresh token, present after a password change (older tokens are revoked) */
-                        token?: string;
-                    };
+                    "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Conflict with the stored state */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     updateProfile: {
@@ -901,16 +833,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    name?: string | null;
-                    /** Format: uri */
-                    image?: string | null;
-                    /** @example ada@example.com */
-                    email?: string;
-                    currentPassword?: string;
-                    /** @example correct horse battery */
-                    newPassword?: string;
-                };
+                "application/json": components["schemas"]["ProfileUpdateBody"];
             };
         };
         responses: {
@@ -920,226 +843,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @description The public user object; the password hash never leaves the database */
-                        data: {
-                            /** Format: uuid */
-                            id: string;
-                            name: string | null;
-                            email: string;
-                            image: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            emailVerified: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                        /** @description A fresh token, present after a password change (older tokens are revoked) */
-                        token?: string;
-                    };
+                    "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Conflict with the stored state */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deleteAccount: {
@@ -1167,195 +882,15 @@ export interface operations {
                     };
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payment provider error */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     register: {
@@ -1367,14 +902,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @example Ada Lovelace */
-                    name?: string;
-                    /** @example ada@example.com */
-                    email: string;
-                    /** @example correct horse battery */
-                    password: string;
-                };
+                "application/json": components["schemas"]["RegisterBody"];
             };
         };
         responses: {
@@ -1384,184 +912,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @description JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token` */
-                        token: string;
-                        /** @description The public user object; the password hash never leaves the database */
-                        user: {
-                            /** Format: uuid */
-                            id: string;
-                            name: string | null;
-                            email: string;
-                            image: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            emailVerified: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["AuthResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Conflict with the stored state */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     login: {
@@ -1573,12 +933,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @example ada@example.com */
-                    email: string;
-                    /** @example correct horse battery */
-                    password: string;
-                };
+                "application/json": components["schemas"]["LoginBody"];
             };
         };
         responses: {
@@ -1588,184 +943,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @description JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token` */
-                        token: string;
-                        /** @description The public user object; the password hash never leaves the database */
-                        user: {
-                            /** Format: uuid */
-                            id: string;
-                            name: string | null;
-                            email: string;
-                            image: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            emailVerified: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["AuthResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getCurrentUser: {
@@ -1783,140 +970,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        /** @description The public user object; the password hash never leaves the database */
-                        data: {
-                            /** Format: uuid */
-                            id: string;
-                            name: string | null;
-                            email: string;
-                            image: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            emailVerified: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["UserResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     logout: {
@@ -1941,174 +1002,14 @@ export interface operations {
                     };
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createBillingPortalSession: {
@@ -2139,216 +1040,16 @@ export interface operations {
                     };
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payment provider error */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createCheckoutSession: {
@@ -2360,28 +1061,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "priceId": "price_pro_monthly"
-                 *     }
-                 */
-                "application/json": {
-                    /**
-                     * @description A price id from PAYMENT_PRICE_IDS
-                     * @example price_pro_monthly
-                     */
-                    priceId: string;
-                    /**
-                     * Format: uri
-                     * @description Where the provider returns a payer; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_SUCCESS_URL)
-                     */
-                    successUrl?: string;
-                    /**
-                     * Format: uri
-                     * @description Where the provider returns a payer who cancels; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_CANCEL_URL)
-                     */
-                    cancelUrl?: string;
-                };
+                "application/json": components["schemas"]["CheckoutBody"];
             };
         };
         responses: {
@@ -2406,216 +1086,16 @@ export interface operations {
                     };
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Conflict with the stored state */
-            409: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payment provider error */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getPreferences: {
@@ -2633,153 +1113,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            theme: "light" | "dark" | "system";
-                            language: string;
-                            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
-                            timezone: string | null;
-                            /**
-                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                             * @enum {string}
-                             */
-                            plan: "free" | "pro";
-                            /** @enum {string} */
-                            defaultStatus: "todo" | "in-progress" | "completed";
-                            /**
-                             * @description The same value as `defaultStatus` (the origin client's name)
-                             * @enum {string}
-                             */
-                            defaultTaskStatus: "todo" | "in-progress" | "completed";
-                            /** @enum {string} */
-                            emailNotifications: "enabled" | "disabled";
-                            /** @enum {string} */
-                            taskReminders: "enabled" | "disabled";
-                            /** @enum {string} */
-                            weeklyDigest: "enabled" | "disabled";
-                            /** @enum {string} */
-                            pushNotifications: "enabled" | "disabled";
-                            paymentCustomerId: string | null;
-                            paymentSubscriptionId: string | null;
-                            paymentSubscriptionStatus: string | null;
-                            paymentPriceId: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            paymentCurrentPeriodEnd: string | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["PreferencesResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     replacePreferences: {
@@ -2791,28 +1132,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @enum {string} */
-                    theme?: "light" | "dark" | "system";
-                    language?: string;
-                    /** @description An IANA time zone name such as Europe/Paris; null clears it */
-                    timezone?: string | null;
-                    /** @enum {string} */
-                    defaultStatus?: "todo" | "in-progress" | "completed";
-                    /**
-                     * @description Another name for `defaultStatus`; when both are sent they must agree
-                     * @enum {string}
-                     */
-                    defaultTaskStatus?: "todo" | "in-progress" | "completed";
-                    /** @enum {unknown} */
-                    emailNotifications?: true | false | "enabled" | "disabled";
-                    /** @enum {unknown} */
-                    taskReminders?: true | false | "enabled" | "disabled";
-                    /** @enum {unknown} */
-                    weeklyDigest?: true | false | "enabled" | "disabled";
-                    /** @enum {unknown} */
-                    pushNotifications?: true | false | "enabled" | "disabled";
-                };
+                "application/json": components["schemas"]["UpdatePreferencesBody"];
             };
         };
         responses: {
@@ -2822,216 +1142,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            theme: "light" | "dark" | "system";
-                            language: string;
-                            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
-                            timezone: string | null;
-                            /**
-                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                             * @enum {string}
-                             */
-                            plan: "free" | "pro";
-                            /** @enum {string} */
-                            defaultStatus: "todo" | "in-progress" | "completed";
-                            /**
-                             * @description The same value as `defaultStatus` (the origin client's name)
-                             * @enum {string}
-                             */
-                            defaultTaskStatus: "todo" | "in-progress" | "completed";
-                            /** @enum {string} */
-                            emailNotifications: "enabled" | "disabled";
-                            /** @enum {string} */
-                            taskReminders: "enabled" | "disabled";
-                            /** @enum {string} */
-                            weeklyDigest: "enabled" | "disabled";
-                            /** @enum {string} */
-                            pushNotifications: "enabled" | "disabled";
-                            paymentCustomerId: string | null;
-                            paymentSubscriptionId: string | null;
-                            paymentSubscriptionStatus: string | null;
-                            paymentPriceId: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            paymentCurrentPeriodEnd: string | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["PreferencesResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     updatePreferences: {
@@ -3043,28 +1164,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /** @enum {string} */
-                    theme?: "light" | "dark" | "system";
-                    language?: string;
-                    /** @description An IANA time zone name such as Europe/Paris; null clears it */
-                    timezone?: string | null;
-                    /** @enum {string} */
-                    defaultStatus?: "todo" | "in-progress" | "completed";
-                    /**
-                     * @description Another name for `defaultStatus`; when both are sent they must agree
-                     * @enum {string}
-                     */
-                    defaultTaskStatus?: "todo" | "in-progress" | "completed";
-                    /** @enum {unknown} */
-                    emailNotifications?: true | false | "enabled" | "disabled";
-                    /** @enum {unknown} */
-                    taskReminders?: true | false | "enabled" | "disabled";
-                    /** @enum {unknown} */
-                    weeklyDigest?: true | false | "enabled" | "disabled";
-                    /** @enum {unknown} */
-                    pushNotifications?: true | false | "enabled" | "disabled";
-                };
+                "application/json": components["schemas"]["UpdatePreferencesBody"];
             };
         };
         responses: {
@@ -3074,216 +1174,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /** @enum {string} */
-                            theme: "light" | "dark" | "system";
-                            language: string;
-                            /** @description IANA time zone, e.g. Europe/Paris; null when not set */
-                            timezone: string | null;
-                            /**
-                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                             * @enum {string}
-                             */
-                            plan: "free" | "pro";
-                            /** @enum {string} */
-                            defaultStatus: "todo" | "in-progress" | "completed";
-                            /**
-                             * @description The same value as `defaultStatus` (the origin client's name)
-                             * @enum {string}
-                             */
-                            defaultTaskStatus: "todo" | "in-progress" | "completed";
-                            /** @enum {string} */
-                            emailNotifications: "enabled" | "disabled";
-                            /** @enum {string} */
-                            taskReminders: "enabled" | "disabled";
-                            /** @enum {string} */
-                            weeklyDigest: "enabled" | "disabled";
-                            /** @enum {string} */
-                            pushNotifications: "enabled" | "disabled";
-                            paymentCustomerId: string | null;
-                            paymentSubscriptionId: string | null;
-                            paymentSubscriptionStatus: string | null;
-                            paymentPriceId: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            paymentCurrentPeriodEnd: string | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["PreferencesResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getSubscription: {
@@ -3301,155 +1202,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /**
-                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                             * @enum {string}
-                             */
-                            plan: "free" | "pro";
-                            /** @description The provider's subscription status, e.g. active, past_due, canceled */
-                            status: string | null;
-                            subscriptionId: string | null;
-                            priceId: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            currentPeriodEnd: string | null;
-                            cancelAtPeriodEnd: boolean;
-                            /** @description null until a subscription is linked (no provider call: the stored record) */
-                            subscription: {
-                                /** @description The provider's subscription id */
-                                id: string;
-                                /** @description The provider's customer id */
-                                customerId: string | null;
-                                /** @description The provider's subscription status, e.g. active, past_due, canceled */
-                                status: string | null;
-                                priceId: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description ISO-8601 date-time
-                                 */
-                                currentPeriodEnd: string | null;
-                                cancelAtPeriodEnd: boolean;
-                                /**
-                                 * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                                 * @enum {string}
-                                 */
-                                plan: "free" | "pro";
-                            } | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     cancelSubscription: {
@@ -3467,266 +1227,25 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            /**
-                             * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                             * @enum {string}
-                             */
-                            plan: "free" | "pro";
-                            /** @description The provider's subscription status, e.g. active, past_due, canceled */
-                            status: string | null;
-                            subscriptionId: string | null;
-                            priceId: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            currentPeriodEnd: string | null;
-                            cancelAtPeriodEnd: boolean;
-                            /** @description null until a subscription is linked (no provider call: the stored record) */
-                            subscription: {
-                                /** @description The provider's subscription id */
-                                id: string;
-                                /** @description The provider's customer id */
-                                customerId: string | null;
-                                /** @description The provider's subscription status, e.g. active, past_due, canceled */
-                                status: string | null;
-                                priceId: string | null;
-                                /**
-                                 * Format: date-time
-                                 * @description ISO-8601 date-time
-                                 */
-                                currentPeriodEnd: string | null;
-                                cancelAtPeriodEnd: boolean;
-                                /**
-                                 * @description `pro` while the subscription is active, trialing or past_due, else `free`
-                                 * @enum {string}
-                                 */
-                                plan: "free" | "pro";
-                            } | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["SubscriptionResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payment provider error */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     listTasks: {
         parameters: {
             query?: {
-                status?: "todo" | "in-progress" | "completed";
+                status?: components["schemas"]["TaskStatus"];
                 /** @description Page size (a normal user's every task by default) */
                 limit?: number;
                 /** @description Tasks to skip */
@@ -3746,152 +1265,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            id: number;
-                            title: string;
-                            description: string | null;
-                            /** @enum {string} */
-                            status: "todo" | "in-progress" | "completed";
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            dueDate: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            completedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        }[];
-                        /** @description Tasks matching the filter, ignoring limit and offset (also the `X-Total-Count` header) */
-                        total: number;
-                        /** @description All of the caller's tasks in `todo`, whatever the filter */
-                        todo: number;
-                        /** @description All of the caller's tasks in `in-progress`, whatever the filter */
-                        inProgress: number;
-                        /** @description All of the caller's tasks in `completed`, whatever the filter */
-                        completed: number;
-                    };
+                    "application/json": components["schemas"]["TaskList"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     createTask: {
@@ -3903,24 +1284,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "title": "Write the quarterly report",
-                 *       "status": "todo",
-                 *       "dueDate": "2026-12-01T09:00:00Z"
-                 *     }
-                 */
-                "application/json": {
-                    /** @example Write the quarterly report */
-                    title: string;
-                    description?: string | null;
-                    /** @enum {string} */
-                    status?: "todo" | "in-progress" | "completed";
-                    /** Format: date-time */
-                    dueDate?: string | null;
-                    /** @description Set by the server when the status becomes `completed`; accepted as null only */
-                    completedAt?: null;
-                };
+                "application/json": components["schemas"]["CreateTaskBody"];
             };
         };
         responses: {
@@ -3930,207 +1294,17 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            id: number;
-                            title: string;
-                            description: string | null;
-                            /** @enum {string} */
-                            status: "todo" | "in-progress" | "completed";
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            dueDate: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            completedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TaskResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getTask: {
@@ -4151,165 +1325,15 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            id: number;
-                            title: string;
-                            description: string | null;
-                            /** @enum {string} */
-                            status: "todo" | "in-progress" | "completed";
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            dueDate: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            completedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TaskResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     replaceTask: {
@@ -4324,24 +1348,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "title": "Write the quarterly report",
-                 *       "status": "todo",
-                 *       "dueDate": "2026-12-01T09:00:00Z"
-                 *     }
-                 */
-                "application/json": {
-                    /** @example Write the quarterly report */
-                    title: string;
-                    description?: string | null;
-                    /** @enum {string} */
-                    status?: "todo" | "in-progress" | "completed";
-                    /** Format: date-time */
-                    dueDate?: string | null;
-                    /** @description Set by the server when the status becomes `completed`; accepted as null only */
-                    completedAt?: null;
-                };
+                "application/json": components["schemas"]["CreateTaskBody"];
             };
         };
         responses: {
@@ -4351,228 +1358,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            id: number;
-                            title: string;
-                            description: string | null;
-                            /** @enum {string} */
-                            status: "todo" | "in-progress" | "completed";
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            dueDate: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            completedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TaskResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deleteTask: {
@@ -4604,195 +1401,15 @@ export interface operations {
                     };
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     updateTask: {
@@ -4807,22 +1424,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                /**
-                 * @example {
-                 *       "status": "completed"
-                 *     }
-                 */
-                "application/json": {
-                    /** @example Write the quarterly report */
-                    title?: string;
-                    description?: string | null;
-                    /** @enum {string} */
-                    status?: "todo" | "in-progress" | "completed";
-                    /** Format: date-time */
-                    dueDate?: string | null;
-                    /** @description Set by the server when the status becomes `completed`; accepted as null only */
-                    completedAt?: null;
-                };
+                "application/json": components["schemas"]["UpdateTaskBody"];
             };
         };
         responses: {
@@ -4832,228 +1434,18 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: true;
-                        data: {
-                            id: number;
-                            title: string;
-                            description: string | null;
-                            /** @enum {string} */
-                            status: "todo" | "in-progress" | "completed";
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            dueDate: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            completedAt: string | null;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            createdAt: string;
-                            /**
-                             * Format: date-time
-                             * @description ISO-8601 date-time
-                             */
-                            updatedAt: string;
-                        };
-                    };
+                    "application/json": components["schemas"]["TaskResponse"];
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Missing, invalid, expired or revoked token */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     receivePaymentWebhook: {
@@ -5084,153 +1476,13 @@ export interface operations {
                     };
                 };
             };
-            /** @description Validation failed, malformed JSON or a refused field */
-            400: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Unsupported media type */
-            415: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Too many requests */
-            429: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Internal server error */
-            500: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Payment provider error */
-            502: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
-            /** @description Service unavailable (database unreachable, or billing not configured) */
-            503: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": {
-                        /** @enum {boolean} */
-                        success: false;
-                        /** @description What went wrong, for people */
-                        error: string;
-                        /**
-                         * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
-                         * @enum {string}
-                         */
-                        code: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
-                        /** @description One `<message> - <field>` line per invalid field */
-                        details?: string[];
-                    };
-                };
-            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
 }

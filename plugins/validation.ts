@@ -95,7 +95,16 @@ export default fp(async function validation (fastify) {
       route.schema = { ...route.schema, querystring: NO_QUERY }
     }
   })
-  fastify.setValidatorCompiler(({ schema, httpPart }) => httpPart === 'body'
-    ? bodies.compile(schema)
-    : canonicalIntegers(schema as ObjectSchema, text.compile(schema)))
-}, { name: 'validation' })
+  // The shared schemas ($id) that route schemas reference, known to both before the first route compiles.
+  let shared = false
+  fastify.setValidatorCompiler(({ schema, httpPart }) => {
+    if (!shared) {
+      for (const external of Object.values(fastify.getSchemas())) {
+        bodies.addSchema(external as object)
+        text.addSchema(external as object)
+      }
+      shared = true
+    }
+    return httpPart === 'body' ? bodies.compile(schema) : canonicalIntegers(schema as ObjectSchema, text.compile(schema))
+  })
+}, { name: 'validation', dependencies: ['shared-schemas'] })

@@ -2,19 +2,18 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { sql } from 'kysely'
 import { Type } from 'typebox'
-import { errorResponses } from '../schemas/common.js'
 
 const PlainOk = { description: 'Plain text `OK`', content: { 'text/plain': { schema: Type.String({ examples: ['OK'] }) } } }
 
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
     config: { public: true, logRequest: false, rateLimit: false },
-    schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk, ...errorResponses() } }
+    schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk } }
   }, async (_request, reply) => reply.type('text/plain; charset=utf-8').send('OK'))
 
   fastify.get('/ready', {
     config: { public: true, logRequest: false, rateLimit: false },
-    schema: { tags: ['health'], operationId: 'ready', summary: 'Readiness: the database answers', response: { 200: PlainOk, ...errorResponses(503) } }
+    schema: { tags: ['health'], operationId: 'ready', summary: 'Readiness: the database answers', response: { 200: PlainOk } }
   }, async (_request, reply) => {
     await sql`select 1`.execute(fastify.db)
     return reply.type('text/plain; charset=utf-8').send('OK')

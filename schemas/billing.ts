@@ -1,6 +1,6 @@
 // Billing request and response schemas.
 import { Type, type Static } from 'typebox'
-import { Nullable, NullableTimestamp } from './common.js'
+import { Nullable, nullableRef, NullableTimestamp, ref, Success } from './common.js'
 import { Plan } from './preferences.js'
 
 const ReturnUrl = (description: string) => Type.String({
@@ -15,7 +15,7 @@ export const CheckoutBody = Type.Object({
   priceId: Type.String({ minLength: 1, maxLength: 255, description: 'A price id from PAYMENT_PRICE_IDS', examples: ['price_pro_monthly'] }),
   successUrl: Type.Optional(ReturnUrl('Where the provider returns a payer; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_SUCCESS_URL)')),
   cancelUrl: Type.Optional(ReturnUrl('Where the provider returns a payer who cancels; only on APP_URL or a CORS_ORIGINS origin (default CHECKOUT_CANCEL_URL)'))
-}, { additionalProperties: false, examples: [{ priceId: 'price_pro_monthly' }] })
+}, { $id: 'CheckoutBody', additionalProperties: false, examples: [{ priceId: 'price_pro_monthly' }] })
 
 export const RedirectUrl = Type.Object({
   url: Type.String({ format: 'uri', description: 'Where to send the user (the provider\'s hosted page)' })
@@ -36,19 +36,21 @@ export const SubscriptionDetails = Type.Object({
   priceId: Nullable(Type.String()),
   currentPeriodEnd: NullableTimestamp,
   cancelAtPeriodEnd: Type.Boolean(),
-  plan: Plan
-})
+  plan: ref(Plan)
+}, { $id: 'SubscriptionDetails' })
 
 export const Subscription = Type.Object({
-  plan: Plan,
+  plan: ref(Plan),
   status: Nullable(SubscriptionStatus),
   subscriptionId: Nullable(Type.String()),
   priceId: Nullable(Type.String()),
   currentPeriodEnd: NullableTimestamp,
   cancelAtPeriodEnd: Type.Boolean(),
-  subscription: Nullable(SubscriptionDetails, 'null until a subscription is linked (no provider call: the stored record)')
-})
+  subscription: nullableRef(SubscriptionDetails, 'null until a subscription is linked (no provider call: the stored record)')
+}, { $id: 'Subscription' })
 export type Subscription = Static<typeof Subscription>
+
+export const SubscriptionResponse = Success(ref(Subscription), { $id: 'SubscriptionResponse' })
 
 export const WebhookEvent = Type.Object({}, {
   additionalProperties: true,

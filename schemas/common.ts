@@ -1,4 +1,8 @@
-// Shared schema pieces: envelopes, error bodies, ids, timestamps. Route schemas compose these.
+// Shared schema pieces: envelopes, error bodies, timestamps, and the way a schema is shared.
+// A schema with an $id (User, Task, ErrorResponse, …) is registered once (plugins/shared-
+// schemas.ts), listed once in the OpenAPI document under components.schemas, and used
+// everywhere else through ref(): validation, serialization and the document all follow
+// the reference.
 import { Type, type Static, type TSchema } from 'typebox'
 import { ERROR_CODES } from './errors.js'
 
@@ -19,7 +23,22 @@ export const Nullable = <T extends TSchema & { type: string }>(schema: T, descri
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO-8601 date-time' })
 export const NullableTimestamp = Nullable(Timestamp)
 
+function idOf (schema: TSchema): string {
+  const id = (schema as { $id?: unknown }).$id
+  if (typeof id !== 'string') throw new Error('ref() needs a shared schema, one with an $id')
+  return id
+}
+
+/** A reference to a shared schema, typed as the schema itself. */
+export const ref = <T extends TSchema>(schema: T, description?: string) =>
+  Type.Unsafe<Static<T>>({ $ref: idOf(schema), ...(description !== undefined && { description }) })
+
+/** A reference to a shared schema, or null. */
+export const nullableRef = <T extends TSchema>(schema: T, description?: string) =>
+  Type.Unsafe<Static<T> | null>({ anyOf: [{ $ref: idOf(schema) }, { type: 'null' }], ...(description !== undefined && { description }) })
+
 export const ErrorCode = Type.Enum(ERROR_CODES, {
+  $id: 'ErrorCode',
   type: 'string',
   description: 'What went wrong, for programs: a stable identifier to branch on (the `error` text may change)'
 })
@@ -27,36 +46,34 @@ export const ErrorCode = Type.Enum(ERROR_CODES, {
 export const ErrorResponse = Type.Object({
   success: Type.Literal(false),
   error: Type.String({ description: 'What went wrong, for people' }),
-  code: ErrorCode,
+  code: ref(ErrorCode),
   details: Type.Optional(Type.Array(Type.String(), { description: 'One `<message> - <field>` line per invalid field' }))
-}, { description: 'Error envelope' })
+}, { $id: 'ErrorResponse', description: 'Error envelope' })
 
-export const Success = <T extends TSchema>(data: T, description?: string) =>
-  Type.Object({ success: Type.Literal(true), data }, description ? { description } : {})
+/** The success envelope around `data`; with an $id, a shared schema. */
+export const Success = <T extends TSchema>(data: T, options: { $id?: string, description?: string } = {}) =>
+  Type.Object({ success: Type.Literal(true), data }, options)
 
 export const NullSuccess = Success(Type.Null())
 
 const errorDescriptions = {
-  400: 'Validation failed, malformed JSON or a refused field',
-  401: 'Missing, invalid, expired or revoked token',
+  400: 'Validation failed, malformed JSON or a refused field or parameter',
+  401: 'Missing, invalid, expired or revoked token, or wrong credentials',
   403: 'Forbidden',
   404: 'Not found',
   409: 'Conflict with the stored state',
   413: 'Payload too large',
   415: 'Unsupported media type',
-  429: 'Too many requests',
+  429: 'Too many requests (see Retry-After)',
   500: 'Internal server error',
   502: 'Payment provider error',
-  503: 'Service unavailable (database unreachable, or billing not configured)'
+  503: 'Service unavailable: database unreachable, overloaded (see Retry-After), shutting down, or billing not configured'
 } as const
 
 export type ErrorStatus = keyof typeof errorDescriptions
 
-/** Response schemas for the listed error statuses, plus 500 which any route can answer. */
+/** The error envelope at each of these statuses. */
 export function errorResponses (...statuses: ErrorStatus[]) {
-  const all = [...new Set<ErrorStatus>([...statuses, 500])]
-  return Object.fromEntries(all.map((status) => [status, { ...ErrorResponse, description: errorDescriptions[status] }])) as unknown as Record<ErrorStatus, typeof ErrorResponse>
+  return Object.fromEntries(statuses.map((status) => [status, { ...ref(ErrorResponse), description: errorDescriptions[status] }])) as
+    unknown as Record<ErrorStatus, ReturnType<typeof ref<typeof ErrorResponse>>>
 }
-
-/** The statuses any authenticated route that touches the database can answer. */
-export const protectedErrors = [400, 401, 503] as const

@@ -1,19 +1,20 @@
 // Task JSON and the task request schemas.
 import { Type, type Static } from 'typebox'
-import { Nullable, NullableTimestamp, Timestamp } from './common.js'
+import { Nullable, NullableTimestamp, ref, Success, Timestamp } from './common.js'
 
-export const TaskStatus = Type.Enum(['todo', 'in-progress', 'completed'], { type: 'string' })
+export const TaskStatus = Type.Enum(['todo', 'in-progress', 'completed'], { $id: 'TaskStatus', type: 'string' })
+export type TaskStatus = Static<typeof TaskStatus>
 
 export const Task = Type.Object({
   id: Type.Integer(),
   title: Type.String(),
   description: Nullable(Type.String()),
-  status: TaskStatus,
+  status: ref(TaskStatus),
   dueDate: NullableTimestamp,
   completedAt: NullableTimestamp,
   createdAt: Timestamp,
   updatedAt: Timestamp
-})
+}, { $id: 'Task' })
 export type Task = Static<typeof Task>
 
 export const TaskIdParams = Type.Object({
@@ -39,25 +40,25 @@ const CompletedAt = Type.Null({
 export const CreateTaskBody = Type.Object({
   title: Title,
   description: Type.Optional(Description),
-  status: Type.Optional(TaskStatus),
+  status: Type.Optional(ref(TaskStatus)),
   dueDate: Type.Optional(DueDate),
   completedAt: Type.Optional(CompletedAt)
-}, { additionalProperties: false, examples: [{ title: 'Write the quarterly report', status: 'todo', dueDate: '2026-12-01T09:00:00Z' }] })
+}, { $id: 'CreateTaskBody', additionalProperties: false, examples: [{ title: 'Write the quarterly report', status: 'todo', dueDate: '2026-12-01T09:00:00Z' }] })
 export type CreateTaskBody = Static<typeof CreateTaskBody>
 
 export const UpdateTaskBody = Type.Object({
   title: Type.Optional(Title),
   description: Type.Optional(Description),
-  status: Type.Optional(TaskStatus),
+  status: Type.Optional(ref(TaskStatus)),
   dueDate: Type.Optional(DueDate),
   completedAt: Type.Optional(CompletedAt)
-}, { additionalProperties: false, minProperties: 1, examples: [{ status: 'completed' }] })
+}, { $id: 'UpdateTaskBody', additionalProperties: false, minProperties: 1, examples: [{ status: 'completed' }] })
 export type UpdateTaskBody = Static<typeof UpdateTaskBody>
 
 const MAX_PAGE = 1000
 
 export const ListTasksQuery = Type.Object({
-  status: Type.Optional(TaskStatus),
+  status: Type.Optional(ref(TaskStatus)),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: MAX_PAGE, description: 'Page size (a normal user\'s every task by default)' })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 2147483647, default: 0, description: 'Tasks to skip' }))
 }, { additionalProperties: false })
@@ -65,13 +66,15 @@ export type ListTasksQuery = Static<typeof ListTasksQuery>
 
 const Count = (description: string) => Type.Integer({ minimum: 0, description })
 
+export const TaskResponse = Success(ref(Task), { $id: 'TaskResponse' })
+
 export const TaskList = Type.Object({
   success: Type.Literal(true),
-  data: Type.Array(Task),
+  data: Type.Array(ref(Task)),
   total: Count('Tasks matching the filter, ignoring limit and offset (also the `X-Total-Count` header)'),
   todo: Count('All of the caller\'s tasks in `todo`, whatever the filter'),
   inProgress: Count('All of the caller\'s tasks in `in-progress`, whatever the filter'),
   completed: Count('All of the caller\'s tasks in `completed`, whatever the filter')
-})
+}, { $id: 'TaskList' })
 
 export const DeletedTask = Type.Object({ id: Type.Integer(), deleted: Type.Literal(true) })

@@ -1,6 +1,6 @@
 // The public user object and the account and auth request bodies.
 import { Type, type Static } from 'typebox'
-import { Nullable, NullableTimestamp, Timestamp } from './common.js'
+import { Nullable, NullableTimestamp, ref, Success, Timestamp } from './common.js'
 
 export const User = Type.Object({
   id: Type.String({ format: 'uuid' }),
@@ -10,7 +10,7 @@ export const User = Type.Object({
   emailVerified: NullableTimestamp,
   createdAt: Timestamp,
   updatedAt: Timestamp
-}, { description: 'The public user object; the password hash never leaves the database' })
+}, { $id: 'User', description: 'The public user object; the password hash never leaves the database' })
 export type User = Static<typeof User>
 
 // Emails are trimmed and lower-cased before storage and lookup, so surrounding blanks are allowed here.
@@ -38,7 +38,7 @@ export const RegisterBody = Type.Object({
   name: Type.Optional(Type.String({ maxLength: 255, examples: ['Ada Lovelace'] })),
   email: Email('Invalid email address'),
   password: NewPassword
-}, { additionalProperties: false })
+}, { $id: 'RegisterBody', additionalProperties: false })
 export type RegisterBody = Static<typeof RegisterBody>
 
 export const LoginBody = Type.Object({
@@ -49,14 +49,14 @@ export const LoginBody = Type.Object({
     errorMessage: { required: 'Password must be at least 6 characters', minLength: 'Password must be at least 6 characters', type: 'Password must be at least 6 characters', maxLength: 'Password must be at most 72 bytes' },
     examples: ['correct horse battery']
   })
-}, { additionalProperties: false })
+}, { $id: 'LoginBody', additionalProperties: false })
 export type LoginBody = Static<typeof LoginBody>
 
 export const AuthResponse = Type.Object({
   success: Type.Literal(true),
   token: Type.String({ description: 'JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token`' }),
-  user: User
-})
+  user: ref(User)
+}, { $id: 'AuthResponse', description: 'Signed in: the token and the user' })
 
 export const ProfileUpdateBody = Type.Object({
   name: Type.Optional(Nullable(Type.String({ maxLength: 255 }))),
@@ -65,14 +65,17 @@ export const ProfileUpdateBody = Type.Object({
   currentPassword: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES })),
   newPassword: Type.Optional(NewPassword)
 }, {
+  $id: 'ProfileUpdateBody',
   additionalProperties: false,
   minProperties: 1,
   examples: [{ name: 'Ada King' }, { currentPassword: 'correct horse battery', newPassword: 'even better horse' }]
 })
 export type ProfileUpdateBody = Static<typeof ProfileUpdateBody>
 
+export const UserResponse = Success(ref(User), { $id: 'UserResponse' })
+
 export const ProfileResponse = Type.Object({
   success: Type.Literal(true),
-  data: User,
+  data: ref(User),
   token: Type.Optional(Type.String({ description: 'A fresh token, present after a password change (older tokens are revoked)' }))
-})
+}, { $id: 'ProfileResponse' })

@@ -8,7 +8,9 @@ import addFormatsModule from 'ajv-formats'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => Ajv2020
 
-interface Operation { responses: Record<string, { content?: Record<string, { schema: object }> }> }
+interface Response { $ref?: string, content?: Record<string, { schema: object }> }
+interface Operation { responses: Record<string, Response> }
+interface Document { paths: Record<string, Record<string, Operation>>, components?: { responses?: Record<string, Response> } }
 interface Route { method: string, pattern: RegExp, operation: Operation, path: string }
 
 // Served by the app, deliberately left out of the document.
@@ -19,7 +21,7 @@ export class ContractViolation extends Error {
   override name = 'ContractViolation'
 }
 
-function compileRoutes (document: { paths: Record<string, Record<string, Operation>> }): Route[] {
+function compileRoutes (document: Document): Route[] {
   return Object.entries(document.paths).flatMap(([path, operations]) =>
     Object.entries(operations).map(([method, operation]) => ({
       method: method.toUpperCase(),
@@ -31,16 +33,25 @@ function compileRoutes (document: { paths: Record<string, Record<string, Operati
 
 export function enforceContract (app: FastifyInstance): void {
   let routes: Route[] | undefined
+  let responses: Record<string, Response> = {}
   const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }))
-  const validators = new Map<object, ValidateFunction>()
-  const validatorFor = (schema: object) => {
-    let validate = validators.get(schema)
-    if (!validate) validators.set(schema, validate = ajv.compile(schema))
+  const validators = new Map<string, ValidateFunction>()
+  // By JSON pointer into the document itself, so the schemas' references to
+  // #/components/schemas/… resolve as a client's would.
+  const validatorFor = (pointer: string) => {
+    let validate = validators.get(pointer)
+    if (!validate) validators.set(pointer, validate = ajv.compile({ $ref: `openapi.json#${pointer}` }))
     return validate
   }
+  const escape = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1')
 
   const check = (options: InjectOptions, res: LightMyRequestResponse) => {
-    routes ??= compileRoutes(app.swagger() as never)
+    if (routes === undefined) {
+      const document = app.swagger() as unknown as Document
+      ajv.addSchema(document, 'openapi.json')
+      routes = compileRoutes(document)
+      responses = document.components?.responses ?? {}
+    }
     const method = (options.method ?? 'GET').toUpperCase()
     const url = new URL(String(options.url ?? options.path ?? '/'), 'http://x')
     if (method === 'OPTIONS' || UNDOCUMENTED.some((p) => p.test(url.pathname))) return
@@ -52,7 +63,13 @@ export function enforceContract (app: FastifyInstance): void {
       if (!ENVELOPE.test(res.body)) throw new ContractViolation(`${where}: unknown route answered without the error envelope: ${res.body.slice(0, 200)}`)
       return
     }
-    const documented = route.operation.responses[String(res.statusCode)]
+    let documented = route.operation.responses[String(res.statusCode)]
+    // A shared response (#/components/responses/…) is read where it is defined.
+    let pointer = `/paths/${escape(route.path)}/${route.method.toLowerCase()}/responses/${res.statusCode}`
+    if (documented?.$ref !== undefined) {
+      pointer = documented.$ref.slice(1)
+      documented = responses[documented.$ref.replace('#/components/responses/', '')]
+    }
     if (documented === undefined) {
       throw new ContractViolation(`${where}: status not documented for ${route.method.toLowerCase()} ${route.path} (documented: ${Object.keys(route.operation.responses).join(', ')}); body ${res.body.slice(0, 200)}`)
     }
@@ -63,7 +80,7 @@ export function enforceContract (app: FastifyInstance): void {
     const media = content[contentType]
     if (media === undefined) throw new ContractViolation(`${where}: content type ${contentType || '(none)'} not documented (documented: ${Object.keys(content).join(', ')})`)
     const body = contentType === 'application/json' ? res.json() : res.body
-    const validate = validatorFor(media.schema)
+    const validate = validatorFor(`${pointer}/content/${escape(contentType)}/schema`)
     if (!validate(body)) {
       throw new ContractViolation(`${where}: body does not match the documented schema: ${ajv.errorsText(validate.errors)}; body ${res.body.slice(0, 300)}`)
     }

@@ -71,14 +71,21 @@ t.test('each operation has an id, a tag, a summary, and its security and error e
   }
 })
 
+/** A schema or response, or the component its $ref names. */
+const resolve = (value: any): any => {
+  if (typeof value?.$ref !== 'string') return value
+  const [, section, name] = /^#\/components\/(schemas|responses)\/(.+)$/.exec(value.$ref)!
+  return resolve(doc.components[section!][name!])
+}
+
 t.test('every error response documents the stable `code`, an enum of the catalog', async (t) => {
   let checked = 0
   for (const [method, path] of expected) {
     for (const [status, response] of Object.entries(doc.paths[path][method].responses as Record<string, any>)) {
       if (!/^[45]/.test(status)) continue
-      const schema = response.content['application/json'].schema
+      const schema = resolve(resolve(response).content['application/json'].schema)
       t.ok(schema.required.includes('code'), `${method} ${path} ${status}: code is required`)
-      t.same(schema.properties.code.enum, ERROR_CODES, `${method} ${path} ${status}: code lists the catalog`)
+      t.same(resolve(schema.properties.code).enum, ERROR_CODES, `${method} ${path} ${status}: code lists the catalog`)
       checked++
     }
   }
@@ -86,11 +93,22 @@ t.test('every error response documents the stable `code`, an enum of the catalog
   t.ok(ERROR_CODES.includes('NO_STRIPE_CUSTOMER'), 'the code the origin client branches on')
 })
 
+t.test('shared schemas and responses are components, referenced rather than repeated', async (t) => {
+  for (const name of ['ErrorCode', 'ErrorResponse', 'Task', 'User', 'Preferences', 'Subscription', 'CreateTaskBody']) t.ok(name in doc.components.schemas, `${name} is a component`)
+  t.same(Object.keys(doc.components.responses).sort(), ['BadGateway', 'BadRequest', 'Conflict', 'Forbidden', 'InternalServerError', 'NotFound', 'PayloadTooLarge', 'ServiceUnavailable', 'TooManyRequests', 'Unauthorized', 'UnsupportedMediaType'])
+  const text = JSON.stringify(doc)
+  t.equal(text.split('"What went wrong, for people"').length - 1, 1, 'the error envelope is defined once')
+  t.equal(text.split('"$ref":"#/components/schemas/ErrorResponse"').length - 1, 11, 'once per error status')
+  t.ok(text.split('"$ref":"#/components/responses/').length > 150, 'and each status is referenced by every operation that answers it')
+  t.ok(text.length < 45_000, `${text.length} characters (the envelope inlined at every status made 99 k)`)
+})
+
 t.test('no response schema exposes the password hash', async (t) => {
   const responses = Object.values(doc.paths as Record<string, Record<string, { responses: unknown }>>)
     .flatMap((ops) => Object.values(ops).map((op) => op.responses))
   t.notMatch(JSON.stringify(responses), /"password"/i)
-  const user = doc.paths['/auth/me'].get.responses['200'].content['application/json'].schema.properties.data
+  const user = resolve(resolve(resolve(doc.paths['/auth/me'].get.responses['200']).content['application/json'].schema).properties.data)
+  for (const name of ['User', 'UserResponse', 'AuthResponse', 'ProfileResponse']) t.notMatch(JSON.stringify(doc.components.schemas[name]), /"password"/i, `${name} has no password`)
   t.same(Object.keys(user.properties).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt'])
 })
 

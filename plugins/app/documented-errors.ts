@@ -1,7 +1,9 @@
-// Every route documents the errors that cross-cutting parts of the service can answer
-// with, whatever its own schema lists, so the OpenAPI document cannot miss them:
-// 503 (database not ready, load shedding, shutdown), 500, 400 (query strings), 429 (global
-// rate limit), and for unsafe methods 413/415 (the body parser runs before any handler).
+// The error statuses that cross-cutting parts of the service answer are documented here,
+// for every route, so the OpenAPI document cannot miss them: 400 (query strings are
+// validated everywhere), 500, 503 (database not ready, load shedding, shutdown, billing not
+// configured), 429 (the global rate limit), 401 and 403 on protected routes, and 413 and 415
+// where a body is parsed. A route lists only the statuses of its own (404, 409, 502, a
+// public route's 401); listing one of these as well is refused at start-up.
 import fp from 'fastify-plugin'
 import { errorResponses, type ErrorStatus } from '../../schemas/common.js'
 
@@ -10,21 +12,23 @@ const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE'])
 export default fp(async function documentedErrors (fastify) {
   fastify.addHook('onRoute', (route) => {
     const schema = route.schema
-    if (schema === undefined || schema.hide === true) return
-    // 400: every route validates its query string (one without parameters refuses any).
-    const statuses: ErrorStatus[] = [400, 503]
-    if (route.config?.rateLimit !== false) statuses.push(429)
     const methods = [route.method].flat()
-    if (methods.some((m) => UNSAFE.has(m))) statuses.push(413, 415)
-    if (route.config?.public !== true) {
-      statuses.push(401)
-      if (methods.some((m) => UNSAFE.has(m))) statuses.push(403)
-    }
+    // Fastify's HEAD twin of a GET carries the GET's schema, documented already.
+    if (schema === undefined || schema.hide === true || methods.every((m) => m === 'HEAD')) return
+    const parsesBody = methods.some((m) => UNSAFE.has(m))
+    const shared: ErrorStatus[] = [400, 500, 503]
+    if (route.config?.rateLimit !== false) shared.push(429)
+    if (parsesBody) shared.push(413, 415)
+    if (route.config?.public !== true) shared.push(...(parsesBody ? [401, 403] as const : [401] as const))
     const own = { ...(schema.response as Record<string, { description?: string }> | undefined) }
+    const twice = shared.filter((status) => String(status) in own)
+    if (twice.length > 0) {
+      throw new Error(`${methods.join(',')} ${route.url} documents ${twice.join(', ')}, which plugins/app/documented-errors.ts adds: state each once`)
+    }
     // Success responses get a description of their own instead of "Default Response".
     for (const [status, response] of Object.entries(own)) {
       if (/^2\d\d$/.test(status) && response.description === undefined) own[status] = { ...response, description: status === '201' ? 'Created' : 'OK' }
     }
-    schema.response = { ...errorResponses(...statuses), ...own }
+    schema.response = { ...errorResponses(...shared), ...own }
   })
 }, { name: 'documented-errors' })

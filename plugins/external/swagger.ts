@@ -1,6 +1,7 @@
 // OpenAPI 3 generated from the route schemas; served at /openapi.json (routes/openapi.ts).
 import swagger, { type SwaggerOptions } from '@fastify/swagger'
 import type { FastifyInstance } from 'fastify'
+import type { OpenAPIV3_1 as OpenApi } from 'openapi-types'
 
 export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
   openapi: {
@@ -28,10 +29,53 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
       }
     }
   },
-  // Our ajv keyword, not part of the public contract.
-  transform: ({ schema, url, route }) => ({ schema: stripErrorMessages(schema) as typeof schema, url, route })
+  // Shared schemas (plugins/shared-schemas.ts) are listed under their own $id.
+  refResolver: {
+    buildLocalReference: (json: { $id?: unknown }, _baseUri: unknown, _fragment: unknown, i: number) => typeof json.$id === 'string' ? json.$id : `def-${i}`
+  },
+  transformObject: (document) => 'openapiObject' in document
+    ? shareErrorResponses(stripErrorMessages(document.openapiObject) as OpenApi.Document)
+    : document.swaggerObject
 })
 
+// The name under components.responses of the error envelope at each status.
+const ERROR_RESPONSE_NAMES: Record<string, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  409: 'Conflict',
+  413: 'PayloadTooLarge',
+  415: 'UnsupportedMediaType',
+  429: 'TooManyRequests',
+  500: 'InternalServerError',
+  502: 'BadGateway',
+  503: 'ServiceUnavailable'
+}
+const ERROR_ENVELOPE = '#/components/schemas/ErrorResponse'
+
+/**
+ * The error envelope at one status reads the same on every operation: it is listed once
+ * under components.responses and referenced, as a hand-written document would.
+ */
+function shareErrorResponses (document: OpenApi.Document): OpenApi.Document {
+  const shared: Record<string, OpenApi.ResponseObject> = {}
+  for (const operations of Object.values(document.paths ?? {})) {
+    for (const operation of Object.values(operations ?? {}) as OpenApi.OperationObject[]) {
+      for (const [status, response] of Object.entries(operation.responses ?? {})) {
+        const name = ERROR_RESPONSE_NAMES[status]
+        const schema = (response as OpenApi.ResponseObject).content?.['application/json']?.schema as { $ref?: string } | undefined
+        if (name === undefined || schema?.$ref !== ERROR_ENVELOPE) continue
+        shared[name] ??= response as OpenApi.ResponseObject
+        operation.responses![status] = { $ref: `#/components/responses/${name}` }
+      }
+    }
+  }
+  document.components = { ...document.components, responses: shared }
+  return document
+}
+
+// Our ajv keyword (schemas/common.ts ErrorMessage), not part of the public contract.
 function stripErrorMessages (value: unknown): unknown {
   if (Array.isArray(value)) return value.map(stripErrorMessages)
   if (value === null || typeof value !== 'object') return value

@@ -6,9 +6,9 @@ import { closeBillingAccount } from '../../plugins/app/payments.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { errorResponses, Success } from '../../schemas/common.js'
+import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../schemas/errors.js'
-import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, User } from '../../schemas/users.js'
+import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, passwords, signInLimits } = fastify
@@ -18,7 +18,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['account'],
       operationId: 'getProfile',
       summary: 'The caller\'s profile',
-      response: { 200: Success(User), ...errorResponses(401, 503) }
+      response: { 200: ref(UserResponse) }
     }
   }, async (request) => ({ success: true as const, data: toUser(request.user) }))
 
@@ -28,8 +28,8 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. ' +
       'It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. ' +
       'PUT is the same partial update as PATCH (the origin web client edits the name with PUT).',
-    body: ProfileUpdateBody,
-    response: { 200: ProfileResponse, ...errorResponses(400, 401, 409, 413, 415, 429, 503) }
+    body: ref(ProfileUpdateBody),
+    response: { 200: ref(ProfileResponse), ...errorResponses(409) }
   }
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
     const { body, user } = request
@@ -78,7 +78,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'deleteAccount',
       summary: 'Delete the account with its tasks, preferences and usage events',
       description: 'A live subscription is cancelled at the provider first, immediately; if the provider fails, nothing is deleted (502).',
-      response: { 200: Success(Type.Object({ deleted: Type.Literal(true) })), ...errorResponses(401, 502, 503) }
+      response: { 200: Success(Type.Object({ deleted: Type.Literal(true) })), ...errorResponses(502) }
     }
   }, async (request, reply) => {
     const preferences = await getOrCreatePreferences(db, request.user.id)

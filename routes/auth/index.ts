@@ -2,9 +2,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { revokeToken } from '../../db/revoked-tokens.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
-import { errorResponses, NullSuccess, Success } from '../../schemas/common.js'
+import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../schemas/errors.js'
-import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, User } from '../../schemas/users.js'
+import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, UserResponse } from '../../schemas/users.js'
 import { randomUUID } from 'node:crypto'
 
 const tooLong = (password: string) => Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
@@ -21,8 +21,8 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Create an account and sign in',
       description: 'Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie. ' +
         'Limited per client address and per email like sign-in.',
-      body: RegisterBody,
-      response: { 201: AuthResponse, ...errorResponses(400, 409, 413, 415, 429, 503) }
+      body: ref(RegisterBody),
+      response: { 201: ref(AuthResponse), ...errorResponses(409) }
     }
   }, async (request, reply) => {
     const { password } = request.body
@@ -58,8 +58,8 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie. ' +
         'AUTH_RATE_LIMIT_MAX attempts per window per client address; an email with that many failures is refused (429) to ' +
         'addresses that failed recently, while an address with no recent failure still gets its attempt.',
-      body: LoginBody,
-      response: { 200: AuthResponse, ...errorResponses(400, 401, 413, 415, 429, 503) }
+      body: ref(LoginBody),
+      response: { 200: ref(AuthResponse), ...errorResponses(401) }
     }
   }, async (request, reply) => {
     const { password } = request.body
@@ -83,7 +83,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['auth'],
       operationId: 'getCurrentUser',
       summary: 'The signed-in user',
-      response: { 200: Success(User), ...errorResponses(401, 503) }
+      response: { 200: ref(UserResponse) }
     }
   }, async (request) => ({ success: true as const, data: toUser(request.user) }))
 
@@ -92,7 +92,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['auth'],
       operationId: 'logout',
       summary: 'Sign out: revoke the presented token and clear the cookie',
-      response: { 200: NullSuccess, ...errorResponses(401, 503) }
+      response: { 200: NullSuccess }
     }
   }, async (request, reply) => {
     const claims = request.tokenClaims!

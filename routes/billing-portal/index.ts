@@ -12,7 +12,7 @@ const billingPortal: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'createBillingPortalSession',
       summary: 'Open the billing portal',
       description: 'Returns the portal URL; the portal returns the user to APP_URL. 404 when the user has no provider customer yet.',
-      response: { 200: Success(RedirectUrl), ...errorResponses(401, 404, 502, 503) }
+      response: { 200: Success(RedirectUrl), ...errorResponses(404, 502) }
     }
   }, async (request) => {
     const payments = fastify.requirePayments()

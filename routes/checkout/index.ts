@@ -5,7 +5,7 @@ import { isLive, linkCustomer, replaceOpenCheckoutSession } from '../../db/billi
 import { getOrCreatePreferences } from '../../db/preferences.js'
 import { CheckoutBody, CheckoutSession } from '../../schemas/billing.js'
 import { allowedOrigins, checkoutReturnUrls } from '../../schemas/config.js'
-import { errorResponses, Success } from '../../schemas/common.js'
+import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { SubscriptionAlreadyActiveError, ValidationError } from '../../schemas/errors.js'
 
 const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -26,8 +26,8 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
         'then returns the hosted checkout page URL and the session id. The provider returns the payer to ' +
         '`successUrl`/`cancelUrl` (by default APP_URL/dashboard/billing?success=true and ?canceled=true; a body ' +
         'may name others on APP_URL or a CORS_ORIGINS origin). 409 when a subscription is already live.',
-      body: CheckoutBody,
-      response: { 200: Success(CheckoutSession), ...errorResponses(400, 401, 409, 413, 415, 502, 503) }
+      body: ref(CheckoutBody),
+      response: { 200: Success(CheckoutSession), ...errorResponses(409, 502) }
     }
   }, async (request) => {
     const payments = fastify.requirePayments()

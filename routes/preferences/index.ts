@@ -4,11 +4,9 @@
 // booleans for the notification settings.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { getOrCreatePreferences, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
-import { errorResponses, Success } from '../../schemas/common.js'
+import { ref } from '../../schemas/common.js'
 import { ValidationError } from '../../schemas/errors.js'
-import { Preferences, UpdatePreferencesBody } from '../../schemas/preferences.js'
-
-const PreferencesResponse = Success(Preferences)
+import { PreferencesResponse, UpdatePreferencesBody } from '../../schemas/preferences.js'
 
 const TIMEZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/
 
@@ -60,7 +58,7 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['preferences'],
       operationId: 'getPreferences',
       summary: 'The caller\'s preferences (created with defaults on first read)',
-      response: { 200: PreferencesResponse, ...errorResponses(401, 503) }
+      response: { 200: ref(PreferencesResponse) }
     }
   }, async (request) => ({ success: true as const, data: toPreferences(await getOrCreatePreferences(db, request.user.id)) }))
 
@@ -71,8 +69,8 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Accepts theme, language, timezone, defaultStatus (or defaultTaskStatus), emailNotifications, taskReminders, ' +
         'weeklyDigest and pushNotifications (each `"enabled"`, `"disabled"`, `true` or `false`). ' +
         '`plan` and payment fields are refused with 400. PUT is the same partial update as PATCH (the spec documents them as one operation).',
-      body: UpdatePreferencesBody,
-      response: { 200: PreferencesResponse, ...errorResponses(400, 401, 413, 415, 503) }
+      body: ref(UpdatePreferencesBody),
+      response: { 200: ref(PreferencesResponse) }
     }
   }
   const handler = async (request: { user: { id: string }, body: UpdatePreferencesBody }) =>

@@ -2,8 +2,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { isLive, storeCancelAtPeriodEnd, toStoredSubscription } from '../../db/billing.js'
 import { getOrCreatePreferences } from '../../db/preferences.js'
-import { Subscription } from '../../schemas/billing.js'
-import { errorResponses, Success } from '../../schemas/common.js'
+import { SubscriptionResponse } from '../../schemas/billing.js'
+import { errorResponses, ref } from '../../schemas/common.js'
 import { NoActiveSubscriptionError } from '../../schemas/errors.js'
 
 const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -15,7 +15,7 @@ const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getSubscription',
       summary: 'The caller\'s subscription',
       description: 'From the stored record (kept current by the provider\'s webhooks); nulls on the free plan.',
-      response: { 200: Success(Subscription), ...errorResponses(401, 503) }
+      response: { 200: ref(SubscriptionResponse) }
     }
   }, async (request) => {
     fastify.requirePayments()
@@ -28,7 +28,7 @@ const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'cancelSubscription',
       summary: 'Cancel at the end of the current period',
       description: 'The user keeps what they paid for until `currentPeriodEnd`; then the provider ends the subscription and the plan becomes free.',
-      response: { 200: Success(Subscription), ...errorResponses(401, 404, 502, 503) }
+      response: { 200: ref(SubscriptionResponse), ...errorResponses(404, 502) }
     }
   }, async (request) => {
     const payments = fastify.requirePayments()

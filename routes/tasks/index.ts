@@ -3,11 +3,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import { deleteTaskForUser, findTaskForUser, insertTask, listTasks, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
-import { errorResponses, Success } from '../../schemas/common.js'
+import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { TaskNotFoundError } from '../../schemas/errors.js'
-import { CreateTaskBody, DeletedTask, ListTasksQuery, Task, TaskIdParams, TaskList, UpdateTaskBody } from '../../schemas/tasks.js'
-
-const TaskResponse = Success(Task)
+import { CreateTaskBody, DeletedTask, ListTasksQuery, TaskIdParams, TaskList, TaskResponse, UpdateTaskBody } from '../../schemas/tasks.js'
 
 const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
@@ -22,10 +20,9 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       querystring: ListTasksQuery,
       response: {
         200: {
-          ...TaskList,
+          ...ref(TaskList),
           headers: { 'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }) }
-        },
-        ...errorResponses(400, 401, 503)
+        }
       }
     }
   }, async (request, reply) => {
@@ -39,8 +36,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['tasks'],
       operationId: 'createTask',
       summary: 'Create a task',
-      body: CreateTaskBody,
-      response: { 201: TaskResponse, ...errorResponses(400, 401, 413, 415, 503) }
+      body: ref(CreateTaskBody),
+      response: { 201: ref(TaskResponse) }
     }
   }, async (request, reply) => {
     const userId = request.user.id
@@ -58,7 +55,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getTask',
       summary: 'One task',
       params: TaskIdParams,
-      response: { 200: TaskResponse, ...errorResponses(400, 401, 404, 503) }
+      response: { 200: ref(TaskResponse), ...errorResponses(404) }
     }
   }, async (request) => {
     const task = await findTaskForUser(db, request.user.id, request.params.id)
@@ -73,8 +70,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Change some fields of a task',
       description: '`completedAt` is set when the status becomes `completed` and cleared when it leaves it.',
       params: TaskIdParams,
-      body: UpdateTaskBody,
-      response: { 200: TaskResponse, ...errorResponses(400, 401, 404, 413, 415, 503) }
+      body: ref(UpdateTaskBody),
+      response: { 200: ref(TaskResponse), ...errorResponses(404) }
     }
   }, async (request) => {
     const task = await updateTaskForUser(db, request.user.id, request.params.id, request.body)
@@ -89,8 +86,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Replace a task',
       description: 'Full replacement: omitted optional fields become null, an omitted status becomes `todo`.',
       params: TaskIdParams,
-      body: CreateTaskBody,
-      response: { 200: TaskResponse, ...errorResponses(400, 401, 404, 413, 415, 503) }
+      body: ref(CreateTaskBody),
+      response: { 200: ref(TaskResponse), ...errorResponses(404) }
     }
   }, async (request) => {
     const task = await replaceTaskForUser(db, request.user.id, request.params.id, request.body)
@@ -104,7 +101,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'deleteTask',
       summary: 'Delete a task',
       params: TaskIdParams,
-      response: { 200: Success(DeletedTask), ...errorResponses(400, 401, 404, 503) }
+      response: { 200: Success(DeletedTask), ...errorResponses(404) }
     }
   }, async (request) => {
     const { id } = request.params

@@ -168,7 +168,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
         'invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. ' +
         'A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries.',
       body: WebhookEvent,
-      response: { 200: WebhookReceived, ...errorResponses(400, 413, 415, 502, 503) }
+      response: { 200: WebhookReceived, ...errorResponses(502) }
     }
   }, async (request) => {
     const payments = fastify.payments

@@ -1,0 +1,22 @@
+// The schemas many routes share, registered once by their $id: route schemas reference them
+// with ref() (schemas/common.ts), validation and serialization resolve the references, and
+// the OpenAPI document lists each once under components.schemas.
+import fp from 'fastify-plugin'
+import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse } from '../schemas/billing.js'
+import { ErrorCode, ErrorResponse } from '../schemas/common.js'
+import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
+import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
+import { AuthResponse, LoginBody, ProfileResponse, ProfileUpdateBody, RegisterBody, User, UserResponse } from '../schemas/users.js'
+
+// Referenced ones before those that reference them, as ajv resolves them when added.
+export const SHARED_SCHEMAS = [
+  ErrorCode, ErrorResponse,
+  TaskStatus, Task, TaskResponse, TaskList, CreateTaskBody, UpdateTaskBody,
+  User, UserResponse, AuthResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
+  Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
+  SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody
+]
+
+export default fp(async function sharedSchemas (fastify) {
+  for (const schema of SHARED_SCHEMAS) fastify.addSchema(schema)
+}, { name: 'shared-schemas' })
