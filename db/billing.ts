@@ -59,7 +59,7 @@ export async function recordPaymentEvent (db: Kysely<Database>, event: { id: str
 export type SubscriptionTarget = { userId: string } | { customerId: string }
 
 export type ApplyResult =
-  | { outcome: 'applied', userId: string, plan: string, previousPlan: string }
+  | { outcome: 'applied', userId: string, plan: string }
   | { outcome: 'ignored', because: IgnoredBecause }
   | { outcome: 'second-subscription', userId: string, subscriptionId: string }
   | { outcome: 'unknown' }
@@ -115,7 +115,7 @@ export async function applyBillingEvent (db: Kysely<Database>, target: Subscript
     })
     .where('id', '=', row.id)
     .execute()
-  return { outcome: 'applied', userId: row.user_id, plan, previousPlan: row.plan }
+  return { outcome: 'applied', userId: row.user_id, plan }
 }
 
 /**

@@ -1,7 +1,8 @@
 // Preferences: one row per user. The user-editable fields only; billing writes its own.
 import { sql, type Kysely } from 'kysely'
 import type { Preferences, Toggle } from '../schemas/preferences.js'
-import type { Database, PreferencesRow, TaskStatus } from './types.js'
+import type { TaskStatus } from '../schemas/tasks.js'
+import type { Database, PreferencesRow } from './types.js'
 
 const toggle = (on: boolean): Toggle => on ? 'enabled' : 'disabled'
 

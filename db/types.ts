@@ -1,13 +1,11 @@
 // Row types of the database, as Kysely sees them. Columns are snake_case; the JSON
 // shapes (camelCase) live in schemas/ and are mapped in the repositories.
-import type { ColumnType, Generated, Insertable, Selectable } from 'kysely'
+import type { ColumnType, Generated, Selectable } from 'kysely'
+import type { TaskStatus } from '../schemas/tasks.js'
 
 // Read as ISO-8601 strings (db/timestamps.ts); written as a Date or a string.
 type Timestamp = ColumnType<string, Date | string | undefined, Date | string>
 type NullableTimestamp = ColumnType<string | null, Date | string | null | undefined, Date | string | null>
-
-export type TaskStatus = 'todo' | 'in-progress' | 'completed'
-export const TASK_STATUSES: readonly TaskStatus[] = ['todo', 'in-progress', 'completed']
 
 export interface UsersTable {
   id: string
@@ -97,6 +95,5 @@ export interface Database {
 }
 
 export type UserRow = Selectable<UsersTable>
-export type NewUser = Insertable<UsersTable>
 export type TaskRow = Selectable<TasksTable>
 export type PreferencesRow = Selectable<UserPreferencesTable>

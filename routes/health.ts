@@ -7,7 +7,7 @@ const PlainOk = { description: 'Plain text `OK`', content: { 'text/plain': { sch
 
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
-    config: { public: true, logRequest: false, rateLimit: false },
+    config: { public: true, logRequest: false, rateLimit: false, needsDatabase: false, shedUnderPressure: false },
     schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk } }
   }, async (_request, reply) => reply.type('text/plain; charset=utf-8').send('OK'))
 

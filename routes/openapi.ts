@@ -3,7 +3,7 @@ import type { FastifyPluginAsync } from 'fastify'
 
 const openapi: FastifyPluginAsync = async (fastify) => {
   fastify.get('/openapi.json', {
-    config: { public: true },
+    config: { public: true, needsDatabase: false },
     schema: { hide: true }
   }, async () => fastify.swagger())
 }

@@ -1,6 +1,6 @@
 // `npm run openapi`: writes openapi.json from the route schemas (the app's own
-// /openapi.json). `--check` fails when the committed file is stale (CI runs it).
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+// /openapi.json). CI regenerates it and fails when the committed file differs.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,7 +12,7 @@ import { loadConfig } from '../schemas/config.js'
 
 const target = fileURLToPath(new URL('../openapi.json', import.meta.url))
 
-export async function generateOpenApi (): Promise<string> {
+async function generateOpenApi (): Promise<string> {
   // A throwaway embedded database: the app migrates one at start-up.
   const dataDir = await mkdtemp(join(tmpdir(), 'openapi-'))
   try {
@@ -29,17 +29,5 @@ export async function generateOpenApi (): Promise<string> {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const document = await generateOpenApi()
-  if (process.argv.includes('--check')) {
-    const committed = await readFile(target, 'utf8').catch(() => '')
-    if (committed !== document) {
-      console.error('openapi.json is stale: run `npm run openapi` and commit the result')
-      process.exit(1)
-    }
-    console.log('openapi.json is up to date')
-  } else {
-    await writeFile(target, document)
-    console.log(`wrote ${target}`)
-  }
-}
+await writeFile(target, await generateOpenApi())
+console.log(`wrote ${target}`)

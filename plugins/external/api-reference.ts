@@ -108,7 +108,7 @@ export default fp(async function apiReference (fastify) {
   // authenticate onRoute hook, added later by plugins/app, never sees them either.)
   await fastify.register(async function docs (instance) {
     instance.addHook('onRoute', (route) => {
-      route.config = { ...route.config, public: true, logRequest: false }
+      route.config = { ...route.config, public: true, logRequest: false, needsDatabase: false }
       route.schema = { ...route.schema, hide: true }
       route.onSend = [...[route.onSend ?? []].flat(), docsPolicy]
     })

@@ -12,13 +12,14 @@ import { ServiceUnavailableError } from '../../schemas/errors.js'
 declare module 'fastify' {
   interface FastifyInstance {
     db: Kysely<Database>
-    dbKind: 'postgres' | 'pglite'
+  }
+  interface FastifyContextConfig {
+    /** false: answers without the database, also before the schema is in place (liveness, the API document). */
+    needsDatabase?: boolean
   }
 }
 
 const RETRY_MS = 2_000
-// What may answer before the schema is in place: liveness, the document and its page.
-const NEEDS_NO_DATABASE = new Set(['/health', '/openapi.json', '/docs', '/docs/', '/docs/js/scalar.js'])
 
 export default fp(async function db (fastify) {
   const { config, log } = fastify
@@ -33,7 +34,6 @@ export default fp(async function db (fastify) {
     onPoolError: (err) => log.warn({ err }, 'idle database client failed')
   })
   fastify.decorate('db', handle.db)
-  fastify.decorate('dbKind', handle.kind)
 
   let migrated = false
   let retry: NodeJS.Timeout | undefined
@@ -66,7 +66,7 @@ export default fp(async function db (fastify) {
   }
 
   fastify.addHook('onRequest', (request, _reply, done) => {
-    if (migrated || NEEDS_NO_DATABASE.has(request.routeOptions.url ?? '')) return done()
+    if (migrated || request.routeOptions.config.needsDatabase === false) return done()
     done(new ServiceUnavailableError())
   })
 }, { name: 'db' })

@@ -9,7 +9,8 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
     info: {
       title: 'Task and subscription backend',
       version: '1.0.0',
-      license: { name: 'UNLICENSED' },
+      // A private service (package.json: private, no license); SPDX's form for a license of one's own.
+      license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       description: 'Accounts, tasks, preferences and subscription billing. Every JSON body uses the envelope ' +
         '`{success: true, data}` or `{success: false, error, details?}`; every response carries `X-Request-Id`.'
     },
