@@ -10,14 +10,18 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSyn
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
+import { pathToFileURL } from 'node:url'
 import bcrypt from 'bcryptjs'
 import pg from 'pg'
+import { CleanUps } from './cleanup.js'
 import { CpuWatch } from './cpu.js'
 import { runLoad, type LoadResult, type Request } from './load.js'
+import { describe, fmt, log, step } from './log.js'
+import { readOptions } from './options.js'
+import { BENCH_DIR, ROOT } from './paths.js'
 import { freePort, rssMB, RssSampler, sleep, startProcess, waitForHttp, type Managed } from './proc.js'
 import { formatProfile, summarizeProfile } from './profile.js'
+import { SCENARIOS, type ScenarioName } from './requests.js'
 import {
   addTasks, addUserTasks, analyze, clearTasks, countTasks, emailOf, explainList, openPglite, openPostgres,
   PASSWORD, PRICE_ID, seed, SPECIAL, taskIdsOf, userIds, type Sql
@@ -25,146 +29,25 @@ import {
 import { DeliveryPool, WEBHOOK_SECRET } from './webhooks.js'
 import { productionNodeFlags } from '../scripts/start-command.js'
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const PROBE = path.join(ROOT, 'bench', 'event-loop-probe.js')
+const PROBE = path.join(BENCH_DIR, 'event-loop-probe.js')
 /** Where the compiled service lives: a clean build's directory, or the project with --skip-build. */
 let serviceRoot = ROOT
-const SCENARIOS = ['health', 'tasks.list', 'tasks.list.filtered', 'tasks.create', 'tasks.update', 'preferences.get', 'webhook', 'login'] as const
-type ScenarioName = typeof SCENARIOS[number]
 const APP_URL = 'http://localhost:3000'
 const API_URL = 'http://localhost:3002'
 
-const HELP = `npm run bench -- [options]
-
-  --quick                2 s per scenario, 200 users, growth up to 100k tasks (CI smoke test)
-  --duration=N           seconds per scenario (default 10; --quick 2)
-  --warmup=N             seconds of unmeasured load before each scenario (default 2; --quick 0.5)
-  --connections=N        autocannon connections (default 50)
-  --pairs=N              health and tasks.list are measured as N interleaved runs of ceiling then
-                         service; the median pair (by ratio) is reported (default 5; --quick 1)
-  --db=postgres|pglite   database (default postgres)
-  --database-url=URL     server to create the benchmark database on
-                         (default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
-  --users=N              seeded users (default 1000; --quick 200)
-  --tasks=N              tasks per seeded user (default 50)
-  --soak                 also 5 minutes of mixed load, RSS before/after (--soak-minutes=N)
-  --only=a,b             only these parts: ceilings, <scenario names>, storm, growth
-  --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
-                         service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize
-                         where the CPU went during the measured window, per request
-  --env=KEY=VALUE        extra service environment (repeatable), e.g. --env=BCRYPT_WORKERS=2
-  --skip-build           use the project's dist/ as it is (default: a clean build in a temporary directory)
-  --out=FILE             results file (default bench/results.json; --quick: bench/results-quick.json;
-                         --db=pglite adds -pglite; the results-*.json names are gitignored)
-  --quiet-wait=N         before each run, wait up to N s for other processes on the machine to
-                         use under 0.25 cores (default 60; --quick 2); what they used is reported
-  --retries=N            measure a run again, up to N times, when other processes used ≥ 0.25
-                         cores during it; the quietest attempt counts (default 2; --quick 0)
-  --assert-targets       exit 1 when a target of the performance issue is missed (default: only on errors)
-`
-
-// ---------------------------------------------------------------- options
-
-const { values: opts } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    connections: { type: 'string' },
-    pairs: { type: 'string' },
-    db: { type: 'string', default: 'postgres' },
-    'database-url': { type: 'string' },
-    users: { type: 'string' },
-    tasks: { type: 'string' },
-    soak: { type: 'boolean', default: false },
-    'soak-minutes': { type: 'string' },
-    only: { type: 'string' },
-    profile: { type: 'string' },
-    env: { type: 'string', multiple: true },
-    'skip-build': { type: 'boolean', default: false },
-    out: { type: 'string' },
-    'assert-targets': { type: 'boolean', default: false },
-    'quiet-wait': { type: 'string' },
-    retries: { type: 'string' },
-    help: { type: 'boolean', default: false }
-  },
-  strict: true
-})
-
-if (opts.help) {
-  console.log(HELP)
-  process.exit(0)
-}
-
-const num = (value: string | undefined, fallback: number, name: string): number => {
-  if (value === undefined) return fallback
-  const n = Number(value)
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number`)
-  return n
-}
-
-if (opts.db !== 'postgres' && opts.db !== 'pglite') throw new Error('--db must be postgres or pglite')
-const dbKind: 'postgres' | 'pglite' = opts.db
-const quick = opts.quick
-const duration = num(opts.duration, quick ? 2 : 10, 'duration')
-const warmup = num(opts.warmup, quick ? 0.5 : 2, 'warmup')
-const connections = num(opts.connections, 50, 'connections')
-const pairs = Math.max(1, Math.round(num(opts.pairs, quick ? 1 : 5, 'pairs')))
-const quietWait = num(opts['quiet-wait'], quick ? 2 : 60, 'quiet-wait')
-const retries = num(opts.retries, quick ? 0 : 2, 'retries')
+const options = readOptions(process.argv.slice(2))
+const { db: dbKind, quick, duration, warmup, connections, pairs, quietWait, retries, settings, wanted, profile: profileTarget, out: outFile, env: extraEnv } = options
 /** Cores used by other processes above which a run counts as disturbed. */
 const NOISY = 0.25
-const settings = {
-  users: num(opts.users, quick ? 200 : 1000, 'users'),
-  tasksPerUser: num(opts.tasks, 50, 'tasks'),
-  readers: quick ? 4 : 8,
-  writers: quick ? 4 : 8,
-  customers: quick ? 50 : 100,
-  growth: quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000],
-  soakMinutes: num(opts['soak-minutes'], 5, 'soak-minutes')
-}
-if (settings.users < settings.readers + settings.writers || settings.users < settings.customers) {
-  throw new Error(`--users must be at least ${Math.max(settings.readers + settings.writers, settings.customers)}`)
-}
-const only = opts.only === undefined ? undefined : new Set(opts.only.split(',').map((s) => s.trim()))
-const wanted = (part: string) => only === undefined || only.has(part)
-const PROFILE_TARGETS: readonly string[] = [...SCENARIOS, 'ceiling.database', 'ceiling.framework', 'ceiling.framework+headers']
-const profileTarget = opts.profile
-if (profileTarget !== undefined && !PROFILE_TARGETS.includes(profileTarget)) throw new Error(`--profile must be one of ${PROFILE_TARGETS.join(', ')}`)
-const outFile = path.resolve(opts.out ?? path.join(ROOT, 'bench', `results${quick ? '-quick' : ''}${dbKind === 'pglite' ? '-pglite' : ''}.json`))
-const extraEnv = Object.fromEntries((opts.env ?? []).map((pair) => {
-  const at = pair.indexOf('=')
-  if (at <= 0) throw new Error(`--env expects KEY=VALUE, got ${pair}`)
-  return [pair.slice(0, at), pair.slice(at + 1)]
-}))
 
-// ---------------------------------------------------------------- clean-up
-
-const cleanups: Array<() => Promise<void> | void> = []
-async function cleanUp (): Promise<void> {
-  while (cleanups.length > 0) {
-    try { await cleanups.pop()!() } catch (err) { console.error('clean-up:', (err as Error).message) }
-  }
-}
-let interrupted = false
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (interrupted) process.exit(130)
-    interrupted = true
-    console.error(`\n${signal}: stopping child processes and dropping the benchmark database…`)
-    cleanUp().finally(() => process.exit(130))
-  })
-}
-
-const log = (...args: unknown[]) => console.log(...args)
-const stamp = () => new Date().toISOString().slice(11, 19)
-const step = (text: string) => log(`\n[${stamp()}] ${text}`)
+const cleanups = new CleanUps()
+cleanups.onSignals()
 
 // ---------------------------------------------------------------- the service
 
 const secret = randomBytes(48).toString('base64url')
 const eldSocket = path.join(mkdtempSync(path.join(os.tmpdir(), 'bench-eld-')), 'probe.sock')
-cleanups.push(() => rmSync(path.dirname(eldSocket), { recursive: true, force: true }))
+cleanups.add(() => rmSync(path.dirname(eldSocket), { recursive: true, force: true }))
 
 /** The minimal environment of every child: nothing of the caller's service configuration leaks in. */
 function baseEnv (): NodeJS.ProcessEnv {
@@ -324,7 +207,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' }
  */
 async function build (): Promise<string> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-build-'))
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+  cleanups.add(() => rmSync(dir, { recursive: true, force: true }))
   copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'))
   symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
   await new Promise<void>((resolve, reject) => {
@@ -367,8 +250,6 @@ async function smoke (base: string, request: Request): Promise<string | undefine
   return res.status >= 200 && res.status < 300 ? undefined : `${res.status} ${text.slice(0, 300)}`
 }
 
-const fmt = (n: number | null | undefined, digits = 1) => n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits)
-
 // ---------------------------------------------------------------- main
 
 type CeilingKind = 'framework' | 'framework+headers' | 'database'
@@ -395,7 +276,7 @@ async function main (): Promise<number> {
   const started = Date.now()
   log(`Benchmark: ${dbKind}, ${duration} s per scenario (+${warmup} s warm-up), ${connections} connections${quick ? ', quick' : ''}`)
 
-  if (!opts['skip-build']) {
+  if (!options.skipBuild) {
     step('building (tsc -p tsconfig.build.json, clean, into a directory of its own)')
     serviceRoot = await build()
   }
@@ -408,7 +289,7 @@ async function main (): Promise<number> {
   let dbVersion = ''
   let dbName: string | undefined
   if (dbKind === 'postgres') {
-    const base = opts['database-url'] ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+    const base = options.databaseServerUrl
     const name = `bench_${Date.now()}_${process.pid}`
     dbName = name
     const admin = new pg.Client({ connectionString: base })
@@ -420,7 +301,7 @@ async function main (): Promise<number> {
     url.pathname = `/${name}`
     databaseUrl = url.toString()
     log(`database ${name} on ${url.host}`)
-    cleanups.push(async () => {
+    cleanups.add(async () => {
       const client = new pg.Client({ connectionString: base })
       await client.connect()
       await client.query(`drop database if exists ${name} with (force)`)
@@ -430,14 +311,14 @@ async function main (): Promise<number> {
     dataDir = mkdtempSync(path.join(os.tmpdir(), 'bench-pglite-'))
     dbVersion = 'PGlite (embedded)'
     log(`embedded database in ${dataDir}`)
-    cleanups.push(() => rmSync(dataDir!, { recursive: true, force: true }))
+    cleanups.add(() => rmSync(dataDir!, { recursive: true, force: true }))
   }
 
   const service = new Service(databaseUrl, dataDir)
-  cleanups.push(() => service.closeSql())
-  cleanups.push(() => service.stop())
+  cleanups.add(() => service.closeSql())
+  cleanups.add(() => service.stop())
   const children: Managed[] = []
-  cleanups.push(async () => { for (const child of children) await child.stop(3000) })
+  cleanups.add(async () => { for (const child of children) await child.stop(3000) })
   const cpu = new CpuWatch(() => [...(service.proc ? [service.proc.pid] : []), ...children.map((c) => c.pid)], dbName)
   const othersSeen: number[] = []
   const unexpectedExits: string[] = []
@@ -586,14 +467,6 @@ async function main (): Promise<number> {
     if (!service.alive()) throw new ServiceDied(`the service died during ${name} (exit ${String(await service.proc?.exited)}):\n${service.proc?.output.tail.join('\n') ?? ''}`)
     return { result, rssMB: peak, eventLoop, others, window }
   }
-  const describe = (name: string, m: { result: LoadResult, rssMB?: number, eventLoop?: EventLoop, others?: number }) => {
-    const r = m.result
-    const codes = Object.entries(r.statusCodes).map(([code, count]) => `${code}×${count}`).join(' ')
-    log(`  ${name.padEnd(22)} ${String(r.rps).padStart(6)} req/s  p50 ${fmt(r.p50)}  p90 ${fmt(r.p90)}  p99 ${fmt(r.p99)}  max ${fmt(r.max)} ms` +
-      `  errors ${r.errors}${r.timeouts ? ` (${r.timeouts} timeouts)` : ''}${m.rssMB ? `  RSS ${fmt(m.rssMB, 0)} MB` : ''}` +
-      `${m.eventLoop ? `  loop p99 ${fmt(m.eventLoop.p99)} ms` : ''}${m.others !== undefined ? `  others ${fmt(m.others)} cores` : ''}  [${codes}]`)
-  }
-
   // ---- ceilings
   const ceilings: Record<CeilingKind, { rps: number, p50: number, p99: number }> = {
     framework: { rps: 0, p50: 0, p99: 0 },
@@ -836,7 +709,7 @@ async function main (): Promise<number> {
 
   // ---- soak
   let soak: { rssBeforeMB: number, rssAfterMB: number } | undefined
-  if (opts.soak) {
+  if (options.soak) {
     const seconds = settings.soakMinutes * 60
     step(`soak: ${settings.soakMinutes} min of mixed load (lists, filtered lists, preferences, creates, updates, health)`)
     const mix: Request[] = [listTasks(), listTasks('?status=todo&limit=20'), ...requestsFor('preferences.get'), ...requestsFor('tasks.create'), ...requestsFor('tasks.update'), ...requestsFor('health')]
@@ -911,7 +784,7 @@ async function main (): Promise<number> {
   await service.stop()
   await service.closeSql()
   service.sampler.stop()
-  await cleanUp()
+  await cleanups.run()
 
   const cpus = os.cpus()
   const machine = {
@@ -1012,15 +885,15 @@ async function main (): Promise<number> {
   log(`\nresults: ${path.relative(process.cwd(), outFile) || outFile}  (${((Date.now() - started) / 1000).toFixed(0)} s in all)`)
   log(totalErrors === 0 ? 'errors: 0' : `ERRORS: ${totalErrors} (non-2xx responses, socket errors, timeouts) — see the table`)
   if (totalErrors > 0 || unexpectedExits.length > 0) return 1
-  if (opts['assert-targets'] && checks.some(([, ok]) => ok === false)) return 1
+  if (options.assertTargets && checks.some(([, ok]) => ok === false)) return 1
   return 0
 }
 
 main().then(async (code) => {
-  await cleanUp()
+  await cleanups.run()
   process.exit(code)
 }, async (err: unknown) => {
   console.error(`\nbenchmark failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`)
-  await cleanUp()
+  await cleanups.run()
   process.exit(2)
 })
