@@ -4,189 +4,32 @@
 // Fastify route running GET /tasks's SQL with plain pg). Then the login storm, the growth
 // series and, with --soak, five minutes of mixed load. Prints one table and writes
 // bench/results.json. See `npm run bench -- --help`.
-import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import net from 'node:net'
+import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { pathToFileURL } from 'node:url'
-import bcrypt from 'bcryptjs'
-import pg from 'pg'
+import { seedAndSignIn } from './accounts.js'
 import { CleanUps } from './cleanup.js'
 import { CpuWatch } from './cpu.js'
 import { runLoad, type LoadResult, type Request } from './load.js'
 import { describe, fmt, log, step } from './log.js'
 import { readOptions } from './options.js'
-import { BENCH_DIR, ROOT } from './paths.js'
-import { freePort, rssMB, RssSampler, sleep, startProcess, waitForHttp, type Managed } from './proc.js'
+import { createDatabase, databaseEnv } from './database.js'
+import { ROOT } from './paths.js'
+import { freePort, rssMB, sleep, startProcess, waitForHttp, type Managed } from './proc.js'
 import { formatProfile, summarizeProfile } from './profile.js'
-import { SCENARIOS, type ScenarioName } from './requests.js'
-import {
-  addTasks, addUserTasks, analyze, clearTasks, countTasks, emailOf, explainList, openPglite, openPostgres,
-  PASSWORD, PRICE_ID, seed, SPECIAL, taskIdsOf, userIds, type Sql
-} from './seed.js'
-import { DeliveryPool, WEBHOOK_SECRET } from './webhooks.js'
-import { productionNodeFlags } from '../scripts/start-command.js'
-
-const PROBE = path.join(BENCH_DIR, 'event-loop-probe.js')
-/** Where the compiled service lives: a clean build's directory, or the project with --skip-build. */
-let serviceRoot = ROOT
-const APP_URL = 'http://localhost:3000'
-const API_URL = 'http://localhost:3002'
+import { bearer, JSON_HEADERS, SCENARIOS, type ScenarioName } from './requests.js'
+import { addTasks, addUserTasks, analyze, clearTasks, countTasks, emailOf, explainList, PASSWORD, SPECIAL } from './seed.js'
+import { baseEnv, build, Service, ServiceDied, tokenEnv, type EventLoop } from './service.js'
+import { DeliveryPool } from './webhooks.js'
 
 const options = readOptions(process.argv.slice(2))
-const { db: dbKind, quick, duration, warmup, connections, pairs, quietWait, retries, settings, wanted, profile: profileTarget, out: outFile, env: extraEnv } = options
+const { db: dbKind, quick, duration, warmup, connections, pairs, quietWait, retries, settings, wanted, profile: profileTarget, out: outFile } = options
 /** Cores used by other processes above which a run counts as disturbed. */
 const NOISY = 0.25
 
 const cleanups = new CleanUps()
 cleanups.onSignals()
-
-// ---------------------------------------------------------------- the service
-
-const secret = randomBytes(48).toString('base64url')
-const eldSocket = path.join(mkdtempSync(path.join(os.tmpdir(), 'bench-eld-')), 'probe.sock')
-cleanups.add(() => rmSync(path.dirname(eldSocket), { recursive: true, force: true }))
-
-/** The minimal environment of every child: nothing of the caller's service configuration leaks in. */
-function baseEnv (): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {}
-  for (const key of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'TZ', 'SYSTEMROOT']) {
-    if (process.env[key] !== undefined) env[key] = process.env[key]
-  }
-  return env
-}
-
-/** The service ended without being asked to (a crash, or a signal from outside the benchmark). */
-class ServiceDied extends Error {}
-
-interface EventLoop { count: number, mean: number, p50: number, p90: number, p99: number, max: number, seq: number }
-
-class Service {
-  proc: Managed | undefined
-  readonly sampler = new RssSampler()
-  port = 0
-  url = ''
-  private postgresSql: Sql | undefined
-  /** Warnings and errors the service logged, over every start. */
-  readonly logged = new Map<string, { level: string, count: number, example: string }>()
-
-  constructor (readonly databaseUrl: string | undefined, readonly dataDir: string | undefined) {}
-
-  env (): NodeJS.ProcessEnv {
-    return {
-      ...baseEnv(),
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      HOST: '127.0.0.1',
-      PORT: String(this.port),
-      AUTH_JWT_SECRET: secret,
-      APP_URL,
-      API_URL,
-      ...(this.databaseUrl === undefined ? { DATA_DIR: this.dataDir } : { DATABASE_URL: this.databaseUrl }),
-      // Lifted for the benchmark only (0 = disabled).
-      RATE_LIMIT_MAX: '0',
-      AUTH_RATE_LIMIT_MAX: '0',
-      PAYMENT_SECRET_KEY: 'sk_test_bench',
-      PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-      PAYMENT_PRICE_IDS: PRICE_ID,
-      BENCH_ELD_SOCKET: eldSocket,
-      ...extraEnv
-    }
-  }
-
-  async start (nodeArgs: string[] = []): Promise<void> {
-    if (this.port === 0) {
-      this.port = await freePort()
-      this.url = `http://127.0.0.1:${this.port}`
-    }
-    rmSync(eldSocket, { force: true })
-    // As `npm start` runs it: the same node flags, then dist/server.js (with the probe preloaded).
-    this.proc = startProcess('service', process.execPath,
-      [...productionNodeFlags(ROOT), '--import', pathToFileURL(PROBE).href, ...nodeArgs, path.join(serviceRoot, 'dist', 'server.js')],
-      { env: this.env(), cwd: serviceRoot })
-    await waitForHttp(`${this.url}/health`, this.proc, 120_000)
-    this.sampler.attach(this.proc.pid)
-  }
-
-  async stop (): Promise<void> {
-    const proc = this.proc
-    if (proc === undefined) return
-    this.proc = undefined
-    const code = await proc.stop()
-    if (code !== 0) log(`  (service exited with ${String(code)})`)
-    for (const [key, entry] of proc.output.summary.byMessage) {
-      const kept = this.logged.get(key)
-      if (kept) kept.count += entry.count
-      else this.logged.set(key, { ...entry })
-    }
-  }
-
-  alive (): boolean {
-    return this.proc !== undefined && !this.proc.hasExited()
-  }
-
-  /**
-   * Runs `fn` with a direct database connection. The embedded database admits one
-   * process, so for PGlite the service is stopped meanwhile and started again after.
-   */
-  async withSql<T> (fn: (sql: Sql) => Promise<T>): Promise<T> {
-    if (this.databaseUrl !== undefined) {
-      this.postgresSql ??= await openPostgres(this.databaseUrl)
-      return fn(this.postgresSql)
-    }
-    const running = this.proc !== undefined
-    if (running) await this.stop()
-    const sql = await openPglite(this.dataDir!)
-    try {
-      return await fn(sql)
-    } finally {
-      await sql.close()
-      if (running) await this.start()
-    }
-  }
-
-  async closeSql (): Promise<void> {
-    await this.postgresSql?.close()
-    this.postgresSql = undefined
-  }
-
-  /** Event-loop delay since the previous call (the probe's window), or undefined. */
-  async eventLoop (): Promise<EventLoop | undefined> {
-    if (!this.alive()) return undefined
-    return new Promise((resolve) => {
-      let text = ''
-      const socket = net.connect(eldSocket)
-      socket.setTimeout(5000, () => socket.destroy())
-      socket.on('data', (chunk: Buffer) => { text += chunk.toString() })
-      socket.on('close', () => {
-        try { resolve(JSON.parse(text) as EventLoop) } catch { resolve(undefined) }
-      })
-      socket.on('error', () => resolve(undefined))
-    })
-  }
-
-  /** Waits until the service uses under 15 % of a core (work left from a run, e.g. queued logins). */
-  async waitIdle (maxMs = 90_000): Promise<void> {
-    if (!this.alive()) return
-    const ticks = () => {
-      try {
-        const fields = readFileSync(`/proc/${this.proc!.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-        return Number(fields[11]) + Number(fields[12])
-      } catch {
-        return NaN
-      }
-    }
-    const deadline = Date.now() + maxMs
-    while (Date.now() < deadline) {
-      const before = ticks()
-      await sleep(500)
-      const used = (ticks() - before) / 100 / 0.5
-      if (!(used >= 0.15)) return
-    }
-  }
-}
 
 // ---------------------------------------------------------------- helpers
 
@@ -194,48 +37,6 @@ function rotate<T> (items: T[]): () => T {
   if (items.length === 0) throw new Error('nothing to rotate')
   let i = 0
   return () => items[i++ % items.length]!
-}
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
-const JSON_HEADERS = { 'content-type': 'application/json' }
-
-/**
- * The build's compiler run (`tsc -p tsconfig.build.json`) into a fresh directory of its own
- * (with the project's package.json and a link to its node_modules): a clean build, so files
- * deleted from the source cannot linger in the output, and the project's own dist/ (which
- * `npm run build` would delete first) is left alone.
- */
-async function build (): Promise<string> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-build-'))
-  cleanups.add(() => rmSync(dir, { recursive: true, force: true }))
-  copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'))
-  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', path.join(dir, 'dist')], { cwd: ROOT, stdio: 'inherit' })
-    child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`tsc -p tsconfig.build.json failed (${String(code)})`)))
-    child.on('error', reject)
-  })
-  return dir
-}
-
-async function login (url: string, email: string): Promise<string> {
-  const res = await fetch(`${url}/auth/login`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ email, password: PASSWORD }) })
-  const body = await res.json() as { token?: string }
-  if (res.status !== 200 || typeof body.token !== 'string') throw new Error(`login of ${email}: ${res.status} ${JSON.stringify(body)}`)
-  return body.token
-}
-
-/** Runs async tasks at most `limit` at a time. */
-async function inParallel<T, R> (items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array(items.length)
-  let next = 0
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++
-      results[i] = await fn(items[i]!)
-    }
-  }))
-  return results
 }
 
 /** One request by hand before a run: a misconfigured scenario says why at once. */
@@ -276,50 +77,19 @@ async function main (): Promise<number> {
   const started = Date.now()
   log(`Benchmark: ${dbKind}, ${duration} s per scenario (+${warmup} s warm-up), ${connections} connections${quick ? ', quick' : ''}`)
 
+  let serviceRoot = ROOT
   if (!options.skipBuild) {
     step('building (tsc -p tsconfig.build.json, clean, into a directory of its own)')
-    serviceRoot = await build()
+    serviceRoot = await build(cleanups)
   }
   if (!existsSync(path.join(serviceRoot, 'dist', 'server.js'))) throw new Error('dist/server.js is missing: run without --skip-build')
   log(`service: node ${path.join(serviceRoot, 'dist', 'server.js')}`)
 
-  // ---- the database
-  let databaseUrl: string | undefined
-  let dataDir: string | undefined
-  let dbVersion = ''
-  let dbName: string | undefined
-  if (dbKind === 'postgres') {
-    const base = options.databaseServerUrl
-    const name = `bench_${Date.now()}_${process.pid}`
-    dbName = name
-    const admin = new pg.Client({ connectionString: base })
-    await admin.connect()
-    dbVersion = (await admin.query<{ v: string }>('select version() as v')).rows[0]?.v ?? ''
-    await admin.query(`create database ${name}`)
-    await admin.end()
-    const url = new URL(base)
-    url.pathname = `/${name}`
-    databaseUrl = url.toString()
-    log(`database ${name} on ${url.host}`)
-    cleanups.add(async () => {
-      const client = new pg.Client({ connectionString: base })
-      await client.connect()
-      await client.query(`drop database if exists ${name} with (force)`)
-      await client.end()
-    })
-  } else {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'bench-pglite-'))
-    dbVersion = 'PGlite (embedded)'
-    log(`embedded database in ${dataDir}`)
-    cleanups.add(() => rmSync(dataDir!, { recursive: true, force: true }))
-  }
-
-  const service = new Service(databaseUrl, dataDir)
-  cleanups.add(() => service.closeSql())
-  cleanups.add(() => service.stop())
+  const database = await createDatabase(dbKind, options.databaseServerUrl, cleanups)
+  const service = new Service({ root: serviceRoot, database, extraEnv: options.env }, cleanups)
   const children: Managed[] = []
   cleanups.add(async () => { for (const child of children) await child.stop(3000) })
-  const cpu = new CpuWatch(() => [...(service.proc ? [service.proc.pid] : []), ...children.map((c) => c.pid)], dbName)
+  const cpu = new CpuWatch(() => [...(service.proc ? [service.proc.pid] : []), ...children.map((c) => c.pid)], database.name)
   const othersSeen: number[] = []
   const unexpectedExits: string[] = []
   /**
@@ -361,32 +131,7 @@ async function main (): Promise<number> {
   await service.start()
   log(`  up in ${Date.now() - t} ms, pid ${service.proc!.pid}, RSS ${fmt(rssMB(service.proc!.pid))} MB`)
 
-  // ---- seed
-  step(`seeding ${settings.users} users × ${settings.tasksPerUser} tasks`)
-  t = Date.now()
-  const passwordHash = await bcrypt.hash(PASSWORD, 12)
-  const readerEmails = Array.from({ length: settings.readers }, (_, i) => emailOf(i + 1))
-  const writerEmails = Array.from({ length: settings.writers }, (_, i) => emailOf(settings.readers + i + 1))
-  const specialEmails = Object.values(SPECIAL)
-  const ids = await service.withSql(async (sql) => {
-    await seed(sql, { users: settings.users, tasksPerUser: settings.tasksPerUser, customers: settings.customers, passwordHash })
-    return userIds(sql, [...writerEmails, ...specialEmails])
-  })
-  const idOf = (email: string) => { const id = ids.get(email); if (id === undefined) throw new Error(`no user ${email}`); return id }
-  const TASKS_PER_WRITER = 25
-  const writerTasks = await service.withSql(async (sql) => {
-    const lists: number[][] = []
-    for (const email of writerEmails) lists.push(await taskIdsOf(sql, idOf(email), TASKS_PER_WRITER))
-    return lists
-  })
-  log(`  seeded in ${Date.now() - t} ms`)
-
-  t = Date.now()
-  const allEmails = [...readerEmails, ...writerEmails, ...specialEmails]
-  const tokens = new Map(await inParallel(allEmails, 4, async (email) => [email, await login(service.url, email)] as const))
-  const token = (email: string) => tokens.get(email)!
-  log(`  ${tokens.size} users logged in through POST /auth/login in ${Date.now() - t} ms`)
-  const readerTokens = readerEmails.map(token)
+  const { readerTokens, writerEmails, writerTasks, token, idOf } = await seedAndSignIn(service, settings)
 
   // ---- request sets
   const listTasks = (query = ''): Request => {
@@ -502,10 +247,8 @@ async function main (): Promise<number> {
     const env = {
       ...baseEnv(),
       PORT: String(port),
-      AUTH_JWT_SECRET: secret,
-      APP_URL,
-      API_URL,
-      ...(databaseUrl === undefined ? { DATA_DIR: dataDir } : { DATABASE_URL: databaseUrl }),
+      ...tokenEnv(),
+      ...databaseEnv(database),
       ...(kind === 'framework+headers' && { RESPONSE_HEADERS: JSON.stringify(healthHeaders) })
     }
     const spawnedAt = Date.now()
@@ -793,7 +536,7 @@ async function main (): Promise<number> {
     memoryMB: Math.round(os.totalmem() / 2 ** 20),
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,
-    database: dbVersion.split(' on ')[0] ?? dbVersion
+    database: database.version.split(' on ')[0] ?? database.version
   }
   const results = {
     machine,
