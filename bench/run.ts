@@ -4,56 +4,31 @@
 // Fastify route running GET /tasks's SQL with plain pg). Then the login storm, the growth
 // series and, with --soak, five minutes of mixed load. Prints one table and writes
 // bench/results.json. See `npm run bench -- --help`.
-import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { seedAndSignIn } from './accounts.js'
 import { CleanUps } from './cleanup.js'
-import { CpuWatch } from './cpu.js'
+import { Ceilings, type CeilingKind, type CeilingRun } from './ceilings.js'
 import { runLoad, type LoadResult, type Request } from './load.js'
 import { describe, fmt, log, step } from './log.js'
 import { readOptions } from './options.js'
-import { createDatabase, databaseEnv } from './database.js'
+import { createDatabase } from './database.js'
 import { ROOT } from './paths.js'
-import { freePort, rssMB, sleep, startProcess, waitForHttp, type Managed } from './proc.js'
+import { rssMB, sleep } from './proc.js'
 import { formatProfile, summarizeProfile } from './profile.js'
-import { bearer, JSON_HEADERS, SCENARIOS, type ScenarioName } from './requests.js'
-import { addTasks, addUserTasks, analyze, clearTasks, countTasks, emailOf, explainList, PASSWORD, SPECIAL } from './seed.js'
-import { baseEnv, build, Service, ServiceDied, tokenEnv, type EventLoop } from './service.js'
-import { DeliveryPool } from './webhooks.js'
+import { isLogin, RequestSets, SCENARIOS, type ScenarioName } from './requests.js'
+import { NOISY, Runs, type Measured, type Window } from './runs.js'
+import { addTasks, addUserTasks, analyze, clearTasks, countTasks, explainList, SPECIAL } from './seed.js'
+import { build, Service } from './service.js'
 
 const options = readOptions(process.argv.slice(2))
-const { db: dbKind, quick, duration, warmup, connections, pairs, quietWait, retries, settings, wanted, profile: profileTarget, out: outFile } = options
-/** Cores used by other processes above which a run counts as disturbed. */
-const NOISY = 0.25
+const { db: dbKind, quick, duration, warmup, connections, pairs, quietWait, settings, wanted, profile: profileTarget, out: outFile } = options
 
 const cleanups = new CleanUps()
 cleanups.onSignals()
 
-// ---------------------------------------------------------------- helpers
-
-function rotate<T> (items: T[]): () => T {
-  if (items.length === 0) throw new Error('nothing to rotate')
-  let i = 0
-  return () => items[i++ % items.length]!
-}
-
-/** One request by hand before a run: a misconfigured scenario says why at once. */
-async function smoke (base: string, request: Request): Promise<string | undefined> {
-  const req = typeof request.setupRequest === 'function' ? request.setupRequest({ ...request, headers: { ...request.headers } }, {}) : request
-  const res = await fetch(`${base}${req.path ?? '/'}`, {
-    method: req.method ?? 'GET',
-    headers: req.headers as Record<string, string>,
-    ...(req.body !== undefined && { body: req.body })
-  })
-  const text = await res.text()
-  return res.status >= 200 && res.status < 300 ? undefined : `${res.status} ${text.slice(0, 300)}`
-}
-
 // ---------------------------------------------------------------- main
-
-type CeilingKind = 'framework' | 'framework+headers' | 'database'
 
 interface ScenarioRow {
   name: string
@@ -70,9 +45,6 @@ interface ScenarioRow {
   ratioToSameHeaders?: number
 }
 
-interface Window { from: number, to: number }
-interface Measured { result: LoadResult, rssMB: number, eventLoop: EventLoop | undefined, others: number | undefined, window: Window }
-
 async function main (): Promise<number> {
   const started = Date.now()
   log(`Benchmark: ${dbKind}, ${duration} s per scenario (+${warmup} s warm-up), ${connections} connections${quick ? ', quick' : ''}`)
@@ -87,133 +59,21 @@ async function main (): Promise<number> {
 
   const database = await createDatabase(dbKind, options.databaseServerUrl, cleanups)
   const service = new Service({ root: serviceRoot, database, extraEnv: options.env }, cleanups)
-  const children: Managed[] = []
-  cleanups.add(async () => { for (const child of children) await child.stop(3000) })
-  const cpu = new CpuWatch(() => [...(service.proc ? [service.proc.pid] : []), ...children.map((c) => c.pid)], database.name)
+  const runs = new Runs(service, options, cleanups)
+  const { cpu, unexpectedExits } = runs
   const othersSeen: number[] = []
-  const unexpectedExits: string[] = []
-  /**
-   * Runs `fn` again (up to --retries times) while other processes used ≥ 0.25 cores during
-   * it, and keeps the quietest attempt.
-   */
-  const stable = async <T>(label: string, fn: () => Promise<T>, othersOf: (t: T) => number | undefined): Promise<T> => {
-    let best: { value: T, others: number } | undefined
-    for (let attempt = 0; attempt <= retries; attempt++) {
-      let value: T
-      try {
-        value = await fn()
-      } catch (err) {
-        if (!(err instanceof ServiceDied) || attempt >= retries) throw err
-        unexpectedExits.push(err.message)
-        log(`  ! ${err.message.trim()}\n  (restarting the service and measuring ${label} again)`)
-        await service.stop()
-        await service.start()
-        continue
-      }
-      const others = othersOf(value) ?? 0
-      if (best === undefined || others < best.others) best = { value, others }
-      if (others < NOISY) break
-      if (attempt < retries) log(`  (other processes used ${fmt(others)} cores during ${label}: measuring again)`)
-    }
-    if (best === undefined) throw new Error(`${label}: no attempt succeeded`)
-    return best.value
-  }
-  /** Waits for the machine to settle; returns the stop function of a CPU window. */
-  const settle = async (): Promise<() => number | undefined> => {
-    const quiet = await cpu.quiet(quietWait)
-    if (quiet.waited > 1.2) log(`  (waited ${quiet.waited.toFixed(0)} s for other processes to settle; they use ${fmt(quiet.others)} cores)`)
-    const stop = cpu.start()
-    return stop
-  }
 
   step('starting the service (it migrates the database)')
   let t = Date.now()
   await service.start()
   log(`  up in ${Date.now() - t} ms, pid ${service.proc!.pid}, RSS ${fmt(rssMB(service.proc!.pid))} MB`)
 
-  const { readerTokens, writerEmails, writerTasks, token, idOf } = await seedAndSignIn(service, settings)
+  const accounts = await seedAndSignIn(service, settings)
+  const { token, idOf } = accounts
 
-  // ---- request sets
-  const listTasks = (query = ''): Request => {
-    const next = rotate(readerTokens)
-    return { method: 'GET', path: `/tasks${query}`, setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...bearer(next()) } }) }
-  }
-  const webhookPool = new DeliveryPool(settings.customers, randomBytes(4).toString('hex'))
-  const requestsFor = (name: ScenarioName): Request[] => {
-    switch (name) {
-      case 'health': return [{ method: 'GET', path: '/health' }]
-      case 'tasks.list': return [listTasks()]
-      case 'tasks.list.filtered': return [listTasks('?status=todo&limit=20')]
-      case 'tasks.create': {
-        const next = rotate(writerEmails.map(token))
-        const body = JSON.stringify({ title: 'Benchmark task', description: 'Created by npm run bench', dueDate: '2026-12-01T09:00:00Z' })
-        return [{ method: 'POST', path: '/tasks', body, setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...JSON_HEADERS, ...bearer(next()) } }) }]
-      }
-      case 'tasks.update': {
-        const pairs = writerEmails.flatMap((email, w) => (writerTasks[w] ?? []).map((id) => ({ token: token(email), id })))
-        let n = 0
-        const next = rotate(pairs)
-        return [{
-          method: 'PATCH',
-          path: '/tasks/0',
-          setupRequest: (req) => {
-            const pair = next()
-            const body = (n++ % 2) === 0 ? '{"status":"completed"}' : '{"status":"in-progress","title":"Benchmark update"}'
-            return { ...req, path: `/tasks/${pair.id}`, body, headers: { ...req.headers, ...JSON_HEADERS, ...bearer(pair.token) } }
-          }
-        }]
-      }
-      case 'preferences.get': {
-        const next = rotate(readerTokens)
-        return [{ method: 'GET', path: '/preferences', setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...bearer(next()) } }) }]
-      }
-      case 'webhook':
-        return [{
-          method: 'POST',
-          path: '/webhooks/payment',
-          setupRequest: (req) => {
-            const delivery = webhookPool.take()
-            return { ...req, body: delivery.body, headers: { ...req.headers, ...delivery.headers } }
-          }
-        }]
-      case 'login': {
-        let n = 0
-        return [{
-          method: 'POST',
-          path: '/auth/login',
-          setupRequest: (req) => ({
-            ...req,
-            headers: { ...req.headers, ...JSON_HEADERS },
-            body: JSON.stringify({ email: emailOf(1 + (n++ % settings.users)), password: PASSWORD })
-          })
-        }]
-      }
-    }
-  }
-  const isLogin = (name: string) => name === 'login'
-
-  /** One measured run against the service: RSS peak and event-loop delay over it. */
-  const measure = async (name: string, requests: Request[], options: { warmup?: number, duration?: number, timeout?: number, connections?: number } = {}): Promise<Measured> => {
-    if (!service.alive()) throw new ServiceDied(`the service is not running (before ${name}):\n${service.proc?.output.tail.join('\n') ?? ''}`)
-    const problem = await smoke(service.url, requests[0]!)
-    if (problem !== undefined) log(`  ! ${name}: a single request answered ${problem}`)
-    await service.waitIdle()
-    const warm = options.warmup ?? warmup
-    if (warm > 0) await runLoad({ url: service.url, connections: options.connections ?? connections, duration: warm, requests, timeout: options.timeout })
-    const stopCpu = await settle()
-    await service.eventLoop()
-    service.sampler.beginWindow()
-    const from = Date.now()
-    const result = await runLoad({ url: service.url, connections: options.connections ?? connections, duration: options.duration ?? duration, requests, timeout: options.timeout })
-    const window = { from, to: Date.now() }
-    const peak = service.sampler.endWindow()
-    const eventLoop = await service.eventLoop()
-    const others = stopCpu()
-    if (!service.alive()) throw new ServiceDied(`the service died during ${name} (exit ${String(await service.proc?.exited)}):\n${service.proc?.output.tail.join('\n') ?? ''}`)
-    return { result, rssMB: peak, eventLoop, others, window }
-  }
+  const requests = new RequestSets(accounts, settings)
   // ---- ceilings
-  const ceilings: Record<CeilingKind, { rps: number, p50: number, p99: number }> = {
+  const ceilingFigures: Record<CeilingKind, { rps: number, p50: number, p99: number }> = {
     framework: { rps: 0, p50: 0, p99: 0 },
     'framework+headers': { rps: 0, p50: 0, p99: 0 },
     database: { rps: 0, p50: 0, p99: 0 }
@@ -226,60 +86,7 @@ async function main (): Promise<number> {
   }
   let totalErrors = 0
 
-  const firstPage = async (base: string) => {
-    const res = await fetch(`${base}/tasks`, { headers: bearer(readerTokens[0]!) })
-    return { total: res.headers.get('x-total-count'), body: await res.json() as { data?: unknown[] } }
-  }
-  // What the service answers, to check the database ceiling does the same work (with PGlite
-  // the service is down while the ceiling has the database).
-  const reference = await firstPage(service.url)
-  // What GET /health answers besides the body, for the ceiling that answers the same.
-  const healthHeaders = await (async () => {
-    const res = await fetch(`${service.url}/health`)
-    await res.arrayBuffer()
-    const skip = new Set(['date', 'content-length', 'content-type', 'connection', 'keep-alive'])
-    return Object.fromEntries([...res.headers].filter(([name]) => !skip.has(name)))
-  })()
-  interface CeilingRun { kind: CeilingKind, result: LoadResult, window: Window, spawnedAt: number, others: number | undefined }
-  const runCeiling = async (kind: CeilingKind, nodeArgs: string[] = []): Promise<CeilingRun> => {
-    const port = await freePort()
-    const file = kind === 'database' ? 'ceiling-db.ts' : 'ceiling-hello.ts'
-    const env = {
-      ...baseEnv(),
-      PORT: String(port),
-      ...tokenEnv(),
-      ...databaseEnv(database),
-      ...(kind === 'framework+headers' && { RESPONSE_HEADERS: JSON.stringify(healthHeaders) })
-    }
-    const spawnedAt = Date.now()
-    const proc = startProcess(`${kind} ceiling`, process.execPath, ['--import', 'tsx', ...nodeArgs, path.join(ROOT, 'bench', file)], { env, cwd: ROOT })
-    children.push(proc)
-    const base = `http://127.0.0.1:${port}`
-    try {
-      await waitForHttp(kind === 'database' ? `${base}/ready` : `${base}/`, proc, 60_000)
-      const requests = kind === 'database' ? [listTasks()] : [{ method: 'GET' as const, path: '/' }]
-      const problem = await smoke(base, requests[0]!)
-      if (problem !== undefined) log(`  ! ${kind} ceiling: a single request answered ${problem}`)
-      if (kind === 'database') {
-        // Same work as the service: the same page of the same user, the same counts.
-        const a = reference
-        const b = await firstPage(base)
-        const same = a.total === b.total && JSON.stringify(a.body) === JSON.stringify(b.body)
-        log(`  the database ceiling answers ${b.body.data?.length ?? 0} tasks, total ${b.total}: ${same ? 'identical to the service' : `DIFFERENT from the service (${a.body.data?.length ?? 0} tasks, total ${a.total})`}`)
-      }
-      if (warmup > 0) await runLoad({ url: base, connections, duration: warmup, requests })
-      const stopCpu = await settle()
-      const from = Date.now()
-      const result = await runLoad({ url: base, connections, duration, requests })
-      const window = { from, to: Date.now() }
-      const others = stopCpu()
-      describe(`ceiling.${kind}`, { result, rssMB: rssMB(proc.pid), others })
-      return { kind, result, window, spawnedAt, others }
-    } finally {
-      await proc.stop(5000)
-      children.splice(children.indexOf(proc), 1)
-    }
-  }
+  const ceilings = await Ceilings.capture({ options, service, runs, requests, readerToken: accounts.readerTokens[0]! })
 
   // ---- CPU profile mode
   if (profileTarget !== undefined) {
@@ -289,15 +96,15 @@ async function main (): Promise<number> {
     let root = serviceRoot
     if (profileTarget.startsWith('ceiling.')) {
       if (dbKind === 'pglite') await service.stop()
-      run = await runCeiling(profileTarget.slice('ceiling.'.length) as CeilingKind, ['--cpu-prof', '--cpu-prof-dir', profDir])
+      run = await ceilings.run(profileTarget.slice('ceiling.'.length) as CeilingKind, ['--cpu-prof', '--cpu-prof-dir', profDir])
       root = ROOT
     } else {
       const name = profileTarget as ScenarioName
       await service.stop()
       const spawnedAt = Date.now()
       await service.start(['--cpu-prof', '--cpu-prof-dir', profDir])
-      if (name === 'webhook') webhookPool.prepare(Math.ceil((duration + warmup) * 1500) + 500)
-      const m = await measure(name, requestsFor(name), isLogin(name) ? { warmup: 0, timeout: 60 } : {})
+      if (name === 'webhook') requests.webhooks.prepare(Math.ceil((duration + warmup) * 1500) + 500)
+      const m = await runs.measure(name, requests.for(name), isLogin(name) ? { warmup: 0, timeout: 60 } : {})
       describe(name, m)
       run = { result: m.result, window: m.window, spawnedAt }
       await service.waitIdle()
@@ -312,21 +119,10 @@ async function main (): Promise<number> {
   }
 
   const recordCeiling = (c: CeilingRun) => {
-    ceilings[c.kind] = { rps: c.result.rps, p50: c.result.p50, p99: c.result.p99 }
+    ceilingFigures[c.kind] = { rps: c.result.rps, p50: c.result.p50, p99: c.result.p99 }
     totalErrors += c.result.errors
     row(`ceiling: ${c.kind}`, c.result, null, null, '', null, c.others)
   }
-  const ceilingRun = async (kind: CeilingKind): Promise<CeilingRun> => {
-    if (kind !== 'database' || dbKind === 'postgres') return runCeiling(kind)
-    // The embedded database admits one process: the ceiling opens it while the service is down.
-    await service.stop()
-    try {
-      return await runCeiling(kind)
-    } finally {
-      await service.start()
-    }
-  }
-
   // ---- scenarios. health and tasks.list are measured against their ceilings in interleaved
   // pairs (ceiling, then service, --pairs times), and the median pair by ratio is reported:
   // on a shared VM identical runs differ by ±20 %, far more than within one pair.
@@ -337,16 +133,16 @@ async function main (): Promise<number> {
       if (wanted(name)) continue
       for (const kind of kinds) {
         step(`ceiling: ${kind}`)
-        recordCeiling(await stable(`ceiling.${kind}`, () => ceilingRun(kind), (c) => c.others))
+        recordCeiling(await runs.stable(`ceiling.${kind}`, () => ceilings.runBesideService(kind), (c) => c.others))
       }
     }
   }
   step('the service')
   for (const name of SCENARIOS) {
     if (!wanted(name)) continue
-    if (name === 'webhook') webhookPool.prepare(Math.ceil((duration + warmup) * 1500) + 500)
+    if (name === 'webhook') requests.webhooks.prepare(Math.ceil((duration + warmup) * 1500) + 500)
     // Logins queue behind bcrypt: no warm-up (it would leave a queue behind) and a long timeout.
-    const run = () => measure(name, requestsFor(name), isLogin(name) ? { warmup: 0, timeout: 60 } : {})
+    const run = () => runs.measure(name, requests.for(name), isLogin(name) ? { warmup: 0, timeout: 60 } : {})
     const kinds = wanted('ceilings') ? pairedWith[name] : undefined
     let m: Measured
     let ratio: number | null = null
@@ -355,9 +151,9 @@ async function main (): Promise<number> {
     if (kinds !== undefined) {
       const measured: Array<{ cs: CeilingRun[], s: Measured, ratio: number }> = []
       for (let i = 1; i <= pairs; i++) {
-        const pair = await stable(`pair ${i}/${pairs}: ${kinds.join(', ')} + ${name}`, async () => {
+        const pair = await runs.stable(`pair ${i}/${pairs}: ${kinds.join(', ')} + ${name}`, async () => {
           const cs: CeilingRun[] = []
-          for (const kind of kinds) cs.push(await ceilingRun(kind))
+          for (const kind of kinds) cs.push(await ceilings.runBesideService(kind))
           const s = await run()
           describe(name, s)
           return { cs, s, ratio: cs[0]!.result.rps > 0 ? s.result.rps / cs[0]!.result.rps : 0 }
@@ -377,9 +173,9 @@ async function main (): Promise<number> {
         extra.ratioToSameHeaders = Math.round(1000 * m.result.rps / sameHeaders.result.rps) / 1000
       }
     } else {
-      m = await stable(name, async () => { const r = await run(); describe(name, r); return r }, (r) => r.others)
+      m = await runs.stable(name, async () => { const r = await run(); describe(name, r); return r }, (r) => r.others)
     }
-    if (name === 'webhook' && webhookPool.signedLate > 0) log(`  (webhook: ${webhookPool.signedLate} deliveries signed during the run, the pool ran out)`)
+    if (name === 'webhook' && requests.webhooks.signedLate > 0) log(`  (webhook: ${requests.webhooks.signedLate} deliveries signed during the run, the pool ran out)`)
     scenarios.push({ name, rps: m.result.rps, p50: m.result.p50, p99: m.result.p99, errors: m.result.errors, rssMB: Math.round(m.rssMB), ceiling, ratio, ...extra })
     row(name, m.result, m.rssMB, m.eventLoop?.p99 ?? null, ceiling ?? '', ratio, m.others)
     if (extra.ratioToSameHeaders !== undefined) row(`${name} vs same headers`, m.result, null, null, 'framework+headers', extra.ratioToSameHeaders)
@@ -391,19 +187,19 @@ async function main (): Promise<number> {
   let storm: { p99Without: number, p99With: number, eventLoopP99: number, loginsPerSec: number, rejected: number, overload?: Overload } | undefined
   if (wanted('storm')) {
     step(`login storm: GET /tasks at ${connections} connections, without and then with 8 clients logging in continuously`)
-    const { without, during, stormRss, stormLoop, stormOthers, loginResult } = await stable('the storm', async () => {
-      const without = await measure('storm: without', [listTasks()])
+    const { without, during, stormRss, stormLoop, stormOthers, loginResult } = await runs.stable('the storm', async () => {
+      const without = await runs.measure('storm: without', [requests.listTasks()])
       describe('GET /tasks, no storm', without)
       await service.waitIdle()
       await cpu.quiet(quietWait)
-      if (warmup > 0) await runLoad({ url: service.url, connections, duration: warmup, requests: [listTasks()] })
+      if (warmup > 0) await runLoad({ url: service.url, connections, duration: warmup, requests: [requests.listTasks()] })
       // Logins start a second early and end a second late, so the storm covers the whole window.
-      const logins = runLoad({ url: service.url, connections: 8, duration: duration + 2, requests: requestsFor('login'), timeout: 60 })
+      const logins = runLoad({ url: service.url, connections: 8, duration: duration + 2, requests: requests.for('login'), timeout: 60 })
       await sleep(1000)
       await service.eventLoop()
       service.sampler.beginWindow()
       const stopCpu = cpu.start()
-      const during = await runLoad({ url: service.url, connections, duration, requests: [listTasks()] })
+      const during = await runLoad({ url: service.url, connections, duration, requests: [requests.listTasks()] })
       const stormOthers = stopCpu()
       const stormRss = service.sampler.endWindow()
       const stormLoop = await service.eventLoop()
@@ -431,7 +227,7 @@ async function main (): Promise<number> {
     const overloadConnections = 128
     step(`login overload: ${overloadConnections} clients signing in at once (twice the default hashing queue)`)
     await service.waitIdle()
-    const overload = await runLoad({ url: service.url, connections: overloadConnections, duration: Math.min(duration, 5), requests: requestsFor('login'), timeout: 60 })
+    const overload = await runLoad({ url: service.url, connections: overloadConnections, duration: Math.min(duration, 5), requests: requests.for('login'), timeout: 60 })
     const shed = overload.statusCodes['503'] ?? 0
     const unexpected = overload.errors - shed
     storm.overload = {
@@ -455,7 +251,7 @@ async function main (): Promise<number> {
   if (options.soak) {
     const seconds = settings.soakMinutes * 60
     step(`soak: ${settings.soakMinutes} min of mixed load (lists, filtered lists, preferences, creates, updates, health)`)
-    const mix: Request[] = [listTasks(), listTasks('?status=todo&limit=20'), ...requestsFor('preferences.get'), ...requestsFor('tasks.create'), ...requestsFor('tasks.update'), ...requestsFor('health')]
+    const mix: Request[] = [requests.listTasks(), requests.listTasks('?status=todo&limit=20'), ...requests.for('preferences.get'), ...requests.for('tasks.create'), ...requests.for('tasks.update'), ...requests.for('health')]
     await service.waitIdle()
     service.sampler.record(true)
     const startedAt = Date.now()
@@ -479,9 +275,8 @@ async function main (): Promise<number> {
   if (wanted('growth')) {
     step(`growth: GET /tasks for one user while the table holds ${settings.growth.map((n) => n.toLocaleString('en')).join(', ')} tasks; then users with 10 and 10,000 tasks`)
     const point = async (label: string, email: string, total: number, userTasks: number) => {
-      const next = rotate([token(email)])
-      const m = await stable(label, async () => {
-        const r = await measure(label, [{ method: 'GET', path: '/tasks', setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...bearer(next()) } }) }])
+      const m = await runs.stable(label, async () => {
+        const r = await runs.measure(label, [requests.listTasks('', [token(email)])])
         describe(label, r)
         return r
       }, (r) => r.others)
@@ -541,7 +336,7 @@ async function main (): Promise<number> {
   const results = {
     machine,
     db: dbKind,
-    ceilings,
+    ceilings: ceilingFigures,
     scenarios,
     storm: storm ?? null,
     growth,
@@ -590,7 +385,7 @@ async function main (): Promise<number> {
   for (const s of scenarios) {
     // A sub-millisecond route's tail is mostly the machine's and the load generator's: say
     // what the bare ceiling of the same pair showed.
-    const c = s.ceiling === null ? undefined : ceilings[s.ceiling]
+    const c = s.ceiling === null ? undefined : ceilingFigures[s.ceiling]
     const beside = c !== undefined && c.p50 > 0 ? ` (${s.ceiling} ceiling in the same pair: ×${fmt(c.p99 / c.p50, 2)})` : ''
     checks.push([`${s.name}: p99 ≤ 3 × p50, no errors`, s.p99 <= 3 * s.p50 && s.errors === 0, `×${fmt(s.p99 / s.p50, 2)}, ${s.errors} errors${beside}`])
   }
