@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto'
 import type { Accounts } from './accounts.js'
 import type { Request } from './load.js'
 import type { Settings } from './options.js'
+import type { RunOptions } from './runs.js'
 import { emailOf, PASSWORD } from './seed.js'
 import { DeliveryPool } from './webhooks.js'
 
@@ -11,8 +12,8 @@ import { DeliveryPool } from './webhooks.js'
 export const SCENARIOS = ['health', 'tasks.list', 'tasks.list.filtered', 'tasks.create', 'tasks.update', 'preferences.get', 'webhook', 'login'] as const
 export type ScenarioName = typeof SCENARIOS[number]
 
-/** Sign-ins queue behind bcrypt: measured with no warm-up (it would leave a queue behind) and a long timeout. */
-export const isLogin = (name: string) => name === 'login'
+/** How a scenario's run differs: sign-ins queue behind bcrypt, so no warm-up (it would leave a queue behind) and a long timeout. */
+export const runOptionsFor = (name: ScenarioName): RunOptions => name === 'login' ? { warmup: 0, timeout: 60 } : {}
 
 export const JSON_HEADERS = { 'content-type': 'application/json' }
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
@@ -29,6 +30,11 @@ export class RequestSets {
 
   constructor (private readonly accounts: Accounts, private readonly settings: Settings) {
     this.webhooks = new DeliveryPool(settings.customers, randomBytes(4).toString('hex'))
+  }
+
+  /** Signs webhook deliveries ahead for `seconds` of load (warm-up included), so signing does not slow the load generator. */
+  prepareWebhooks (seconds: number): void {
+    this.webhooks.prepare(Math.ceil(seconds * 1500) + 500)
   }
 
   /** GET /tasks (with `query`), as each of `tokens` in turn (default: the readers). */

@@ -90,6 +90,11 @@ export class Service {
     return this.config.database
   }
 
+  /** Where the compiled service lives. */
+  get root (): string {
+    return this.config.root
+  }
+
   env (): NodeJS.ProcessEnv {
     return {
       ...baseEnv(),
