@@ -4,7 +4,7 @@
 // read by the same decoder — with plain `pg` (pool 10), or the embedded database when
 // DATABASE_URL is unset. It verifies the HS256 token with node:crypto, loads the user named
 // by the token (the revocation check folded in, as the service does), then the first page
-// of their tasks with the counts beside it. Started by bench/run.ts in a child process.
+// of their tasks with the counts beside it. Started by bench/ceilings.ts in a child process.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
