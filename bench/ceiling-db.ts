@@ -4,14 +4,14 @@
 // read by the same decoder — with plain `pg` (pool 10), or the embedded database when
 // DATABASE_URL is unset. It verifies the HS256 token with node:crypto, loads the user named
 // by the token (the revocation check folded in, as the service does), then the first page
-// of their tasks with the counts beside it. Started by bench/run.ts in a child process.
+// of their tasks with the counts beside it. Started by bench/ceilings.ts in a child process.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import pg from 'pg'
-import { tasksPage } from '../db/tasks.js'
-import { earliestTokenIat, userForToken } from '../db/users.js'
+import { earliestTokenIat } from '../db/users.js'
 import { pgliteParsers, pgTypes, SESSION_SETTINGS } from '../db/timestamps.js'
+import { statement } from './statements.js'
 
 type Row = Record<string, unknown>
 type Query = (name: string, params: Record<string, unknown>) => Promise<Row[]>
@@ -19,12 +19,10 @@ type Query = (name: string, params: Record<string, unknown>) => Promise<Row[]>
 const secret = process.env.AUTH_JWT_SECRET ?? ''
 const issuer = process.env.APP_URL ?? 'http://localhost:3000'
 const audience = process.env.API_URL ?? 'http://localhost:3002'
-const statements = new Map([tasksPage.all, userForToken].map((statement) => [statement.name, statement]))
 /** The statement's SQL and its values in $n order, from named parameters. */
-const statement = (name: string, params: Record<string, unknown>): { text: string, values: unknown[] } => {
-  const found = statements.get(name)
-  if (found === undefined) throw new Error(`no prepared statement ${name}`)
-  return { text: found.sql, values: found.params.map((param) => params[param]) }
+const bound = (name: string, params: Record<string, unknown>): { text: string, values: unknown[] } => {
+  const { sql, params: order } = statement(name)
+  return { text: sql, values: order.map((param) => params[param]) }
 }
 
 async function connect (): Promise<{ query: Query, close: () => Promise<void> }> {
@@ -35,13 +33,13 @@ async function connect (): Promise<{ query: Query, close: () => Promise<void> }>
       types: pgTypes
     })
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(() => {}) })
-    return { query: async (name, params) => (await pool.query({ name, ...statement(name, params) })).rows, close: () => pool.end() }
+    return { query: async (name, params) => (await pool.query({ name, ...bound(name, params) })).rows, close: () => pool.end() }
   }
   const { PGlite } = await import('@electric-sql/pglite')
   const db = await PGlite.create(resolve(process.env.DATA_DIR ?? './.data', 'pglite'), { parsers: pgliteParsers })
   return {
     query: async (name, params) => {
-      const { text, values } = statement(name, params)
+      const { text, values } = bound(name, params)
       return (await db.query<Row>(text, values)).rows
     },
     close: () => db.close()

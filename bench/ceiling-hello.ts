@@ -1,4 +1,4 @@
-// Framework ceilings, started by bench/run.ts in a child process: a bare Fastify hello-world
+// Framework ceilings, started by bench/ceilings.ts in a child process: a bare Fastify hello-world
 // (no plugins, no hooks, no logger) and, with RESPONSE_HEADERS set (JSON), the same bare
 // route answering exactly what GET /health answers: those headers (captured from the
 // service) and a text/plain `OK`. The second tells what the headers themselves cost, apart

@@ -1,1026 +1,109 @@
 // `npm run bench`: builds the service, starts it as production runs it (compiled,
 // NODE_ENV=production, LOG_LEVEL=warn) on a database of its own, seeds it, and measures it
-// with autocannon against two ceilings started here too (a bare Fastify hello-world; a bare
-// Fastify route running GET /tasks's SQL with plain pg). Then the login storm, the growth
-// series and, with --soak, five minutes of mixed load. Prints one table and writes
-// bench/results.json. See `npm run bench -- --help`.
-import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
-import net from 'node:net'
-import os from 'node:os'
+// with autocannon against ceilings started here too (a bare Fastify hello-world, the same
+// with GET /health's headers, and a bare Fastify route running GET /tasks's SQL with plain
+// pg). Then the login storm, the growth series and, with --soak, minutes of mixed load.
+// Prints one table and writes bench/results.json. See `npm run bench -- --help` and
+// bench/README.md.
+//
+// This file only puts the parts in order; each lives in a module of its own:
+//   options.ts      the flags and the settings they come to
+//   service.ts      the build, and the service process as production runs it
+//   database.ts     the benchmark's own database; accounts.ts the seeded, signed-in users
+//   requests.ts     what each scenario sends;  runs.ts  how one run is measured
+//   ceilings.ts     the bare-Fastify ceilings;  scenarios.ts  the scenarios and their pairs
+//   storm.ts, soak.ts, growth.ts, profile-run.ts  the other parts
+//   report.ts       the table, results.json and the targets
+import { existsSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
-import { fileURLToPath, pathToFileURL } from 'node:url'
-import { parseArgs } from 'node:util'
-import bcrypt from 'bcryptjs'
-import pg from 'pg'
-import { CpuWatch } from './cpu.js'
-import { runLoad, type LoadResult, type Request } from './load.js'
-import { freePort, rssMB, RssSampler, sleep, startProcess, waitForHttp, type Managed } from './proc.js'
-import { formatProfile, summarizeProfile } from './profile.js'
-import {
-  addTasks, addUserTasks, analyze, clearTasks, countTasks, emailOf, explainList, openPglite, openPostgres,
-  PASSWORD, PRICE_ID, seed, SPECIAL, taskIdsOf, userIds, type Sql
-} from './seed.js'
-import { DeliveryPool, WEBHOOK_SECRET } from './webhooks.js'
-import { productionNodeFlags } from '../scripts/start-command.js'
+import { seedAndSignIn } from './accounts.js'
+import { Ceilings } from './ceilings.js'
+import { CleanUps } from './cleanup.js'
+import type { Bench } from './context.js'
+import { createDatabase } from './database.js'
+import { runGrowth } from './growth.js'
+import { fmt, log, step } from './log.js'
+import { readOptions } from './options.js'
+import { ROOT } from './paths.js'
+import { rssMB } from './proc.js'
+import { runProfile } from './profile-run.js'
+import { describeMachine, printIncidents, printTargets, Report } from './report.js'
+import { RequestSets } from './requests.js'
+import { Runs } from './runs.js'
+import { runScenarios } from './scenarios.js'
+import { build, Service } from './service.js'
+import { runSoak } from './soak.js'
+import { runStorm } from './storm.js'
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..')
-const PROBE = path.join(ROOT, 'bench', 'event-loop-probe.js')
-/** Where the compiled service lives: a clean build's directory, or the project with --skip-build. */
-let serviceRoot = ROOT
-const SCENARIOS = ['health', 'tasks.list', 'tasks.list.filtered', 'tasks.create', 'tasks.update', 'preferences.get', 'webhook', 'login'] as const
-type ScenarioName = typeof SCENARIOS[number]
-const APP_URL = 'http://localhost:3000'
-const API_URL = 'http://localhost:3002'
+const options = readOptions(process.argv.slice(2))
+const cleanups = new CleanUps()
+cleanups.onSignals()
 
-const HELP = `npm run bench -- [options]
-
-  --quick                2 s per scenario, 200 users, growth up to 100k tasks (CI smoke test)
-  --duration=N           seconds per scenario (default 10; --quick 2)
-  --warmup=N             seconds of unmeasured load before each scenario (default 2; --quick 0.5)
-  --connections=N        autocannon connections (default 50)
-  --pairs=N              health and tasks.list are measured as N interleaved runs of ceiling then
-                         service; the median pair (by ratio) is reported (default 5; --quick 1)
-  --db=postgres|pglite   database (default postgres)
-  --database-url=URL     server to create the benchmark database on
-                         (default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
-  --users=N              seeded users (default 1000; --quick 200)
-  --tasks=N              tasks per seeded user (default 50)
-  --soak                 also 5 minutes of mixed load, RSS before/after (--soak-minutes=N)
-  --only=a,b             only these parts: ceilings, <scenario names>, storm, growth
-  --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
-                         service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize
-                         where the CPU went during the measured window, per request
-  --env=KEY=VALUE        extra service environment (repeatable), e.g. --env=BCRYPT_WORKERS=2
-  --skip-build           use the project's dist/ as it is (default: a clean build in a temporary directory)
-  --out=FILE             results file (default bench/results.json; --quick: bench/results-quick.json;
-                         --db=pglite adds -pglite; the results-*.json names are gitignored)
-  --quiet-wait=N         before each run, wait up to N s for other processes on the machine to
-                         use under 0.25 cores (default 60; --quick 2); what they used is reported
-  --retries=N            measure a run again, up to N times, when other processes used ≥ 0.25
-                         cores during it; the quietest attempt counts (default 2; --quick 0)
-  --assert-targets       exit 1 when a target of the performance issue is missed (default: only on errors)
-`
-
-// ---------------------------------------------------------------- options
-
-const { values: opts } = parseArgs({
-  options: {
-    quick: { type: 'boolean', default: false },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    connections: { type: 'string' },
-    pairs: { type: 'string' },
-    db: { type: 'string', default: 'postgres' },
-    'database-url': { type: 'string' },
-    users: { type: 'string' },
-    tasks: { type: 'string' },
-    soak: { type: 'boolean', default: false },
-    'soak-minutes': { type: 'string' },
-    only: { type: 'string' },
-    profile: { type: 'string' },
-    env: { type: 'string', multiple: true },
-    'skip-build': { type: 'boolean', default: false },
-    out: { type: 'string' },
-    'assert-targets': { type: 'boolean', default: false },
-    'quiet-wait': { type: 'string' },
-    retries: { type: 'string' },
-    help: { type: 'boolean', default: false }
-  },
-  strict: true
-})
-
-if (opts.help) {
-  console.log(HELP)
-  process.exit(0)
-}
-
-const num = (value: string | undefined, fallback: number, name: string): number => {
-  if (value === undefined) return fallback
-  const n = Number(value)
-  if (!Number.isFinite(n) || n < 0) throw new Error(`--${name} must be a non-negative number`)
-  return n
-}
-
-if (opts.db !== 'postgres' && opts.db !== 'pglite') throw new Error('--db must be postgres or pglite')
-const dbKind: 'postgres' | 'pglite' = opts.db
-const quick = opts.quick
-const duration = num(opts.duration, quick ? 2 : 10, 'duration')
-const warmup = num(opts.warmup, quick ? 0.5 : 2, 'warmup')
-const connections = num(opts.connections, 50, 'connections')
-const pairs = Math.max(1, Math.round(num(opts.pairs, quick ? 1 : 5, 'pairs')))
-const quietWait = num(opts['quiet-wait'], quick ? 2 : 60, 'quiet-wait')
-const retries = num(opts.retries, quick ? 0 : 2, 'retries')
-/** Cores used by other processes above which a run counts as disturbed. */
-const NOISY = 0.25
-const settings = {
-  users: num(opts.users, quick ? 200 : 1000, 'users'),
-  tasksPerUser: num(opts.tasks, 50, 'tasks'),
-  readers: quick ? 4 : 8,
-  writers: quick ? 4 : 8,
-  customers: quick ? 50 : 100,
-  growth: quick ? [10_000, 100_000] : [10_000, 100_000, 1_000_000],
-  soakMinutes: num(opts['soak-minutes'], 5, 'soak-minutes')
-}
-if (settings.users < settings.readers + settings.writers || settings.users < settings.customers) {
-  throw new Error(`--users must be at least ${Math.max(settings.readers + settings.writers, settings.customers)}`)
-}
-const only = opts.only === undefined ? undefined : new Set(opts.only.split(',').map((s) => s.trim()))
-const wanted = (part: string) => only === undefined || only.has(part)
-const PROFILE_TARGETS: readonly string[] = [...SCENARIOS, 'ceiling.database', 'ceiling.framework', 'ceiling.framework+headers']
-const profileTarget = opts.profile
-if (profileTarget !== undefined && !PROFILE_TARGETS.includes(profileTarget)) throw new Error(`--profile must be one of ${PROFILE_TARGETS.join(', ')}`)
-const outFile = path.resolve(opts.out ?? path.join(ROOT, 'bench', `results${quick ? '-quick' : ''}${dbKind === 'pglite' ? '-pglite' : ''}.json`))
-const extraEnv = Object.fromEntries((opts.env ?? []).map((pair) => {
-  const at = pair.indexOf('=')
-  if (at <= 0) throw new Error(`--env expects KEY=VALUE, got ${pair}`)
-  return [pair.slice(0, at), pair.slice(at + 1)]
-}))
-
-// ---------------------------------------------------------------- clean-up
-
-const cleanups: Array<() => Promise<void> | void> = []
-async function cleanUp (): Promise<void> {
-  while (cleanups.length > 0) {
-    try { await cleanups.pop()!() } catch (err) { console.error('clean-up:', (err as Error).message) }
-  }
-}
-let interrupted = false
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(signal, () => {
-    if (interrupted) process.exit(130)
-    interrupted = true
-    console.error(`\n${signal}: stopping child processes and dropping the benchmark database…`)
-    cleanUp().finally(() => process.exit(130))
-  })
-}
-
-const log = (...args: unknown[]) => console.log(...args)
-const stamp = () => new Date().toISOString().slice(11, 19)
-const step = (text: string) => log(`\n[${stamp()}] ${text}`)
-
-// ---------------------------------------------------------------- the service
-
-const secret = randomBytes(48).toString('base64url')
-const eldSocket = path.join(mkdtempSync(path.join(os.tmpdir(), 'bench-eld-')), 'probe.sock')
-cleanups.push(() => rmSync(path.dirname(eldSocket), { recursive: true, force: true }))
-
-/** The minimal environment of every child: nothing of the caller's service configuration leaks in. */
-function baseEnv (): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {}
-  for (const key of ['PATH', 'HOME', 'TMPDIR', 'LANG', 'TZ', 'SYSTEMROOT']) {
-    if (process.env[key] !== undefined) env[key] = process.env[key]
-  }
-  return env
-}
-
-/** The service ended without being asked to (a crash, or a signal from outside the benchmark). */
-class ServiceDied extends Error {}
-
-interface EventLoop { count: number, mean: number, p50: number, p90: number, p99: number, max: number, seq: number }
-
-class Service {
-  proc: Managed | undefined
-  readonly sampler = new RssSampler()
-  port = 0
-  url = ''
-  private postgresSql: Sql | undefined
-  /** Warnings and errors the service logged, over every start. */
-  readonly logged = new Map<string, { level: string, count: number, example: string }>()
-
-  constructor (readonly databaseUrl: string | undefined, readonly dataDir: string | undefined) {}
-
-  env (): NodeJS.ProcessEnv {
-    return {
-      ...baseEnv(),
-      NODE_ENV: 'production',
-      LOG_LEVEL: 'warn',
-      HOST: '127.0.0.1',
-      PORT: String(this.port),
-      AUTH_JWT_SECRET: secret,
-      APP_URL,
-      API_URL,
-      ...(this.databaseUrl === undefined ? { DATA_DIR: this.dataDir } : { DATABASE_URL: this.databaseUrl }),
-      // Lifted for the benchmark only (0 = disabled).
-      RATE_LIMIT_MAX: '0',
-      AUTH_RATE_LIMIT_MAX: '0',
-      PAYMENT_SECRET_KEY: 'sk_test_bench',
-      PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-      PAYMENT_PRICE_IDS: PRICE_ID,
-      BENCH_ELD_SOCKET: eldSocket,
-      ...extraEnv
-    }
-  }
-
-  async start (nodeArgs: string[] = []): Promise<void> {
-    if (this.port === 0) {
-      this.port = await freePort()
-      this.url = `http://127.0.0.1:${this.port}`
-    }
-    rmSync(eldSocket, { force: true })
-    // As `npm start` runs it: the same node flags, then dist/server.js (with the probe preloaded).
-    this.proc = startProcess('service', process.execPath,
-      [...productionNodeFlags(ROOT), '--import', pathToFileURL(PROBE).href, ...nodeArgs, path.join(serviceRoot, 'dist', 'server.js')],
-      { env: this.env(), cwd: serviceRoot })
-    await waitForHttp(`${this.url}/health`, this.proc, 120_000)
-    this.sampler.attach(this.proc.pid)
-  }
-
-  async stop (): Promise<void> {
-    const proc = this.proc
-    if (proc === undefined) return
-    this.proc = undefined
-    const code = await proc.stop()
-    if (code !== 0) log(`  (service exited with ${String(code)})`)
-    for (const [key, entry] of proc.output.summary.byMessage) {
-      const kept = this.logged.get(key)
-      if (kept) kept.count += entry.count
-      else this.logged.set(key, { ...entry })
-    }
-  }
-
-  alive (): boolean {
-    return this.proc !== undefined && !this.proc.hasExited()
-  }
-
-  /**
-   * Runs `fn` with a direct database connection. The embedded database admits one
-   * process, so for PGlite the service is stopped meanwhile and started again after.
-   */
-  async withSql<T> (fn: (sql: Sql) => Promise<T>): Promise<T> {
-    if (this.databaseUrl !== undefined) {
-      this.postgresSql ??= await openPostgres(this.databaseUrl)
-      return fn(this.postgresSql)
-    }
-    const running = this.proc !== undefined
-    if (running) await this.stop()
-    const sql = await openPglite(this.dataDir!)
-    try {
-      return await fn(sql)
-    } finally {
-      await sql.close()
-      if (running) await this.start()
-    }
-  }
-
-  async closeSql (): Promise<void> {
-    await this.postgresSql?.close()
-    this.postgresSql = undefined
-  }
-
-  /** Event-loop delay since the previous call (the probe's window), or undefined. */
-  async eventLoop (): Promise<EventLoop | undefined> {
-    if (!this.alive()) return undefined
-    return new Promise((resolve) => {
-      let text = ''
-      const socket = net.connect(eldSocket)
-      socket.setTimeout(5000, () => socket.destroy())
-      socket.on('data', (chunk: Buffer) => { text += chunk.toString() })
-      socket.on('close', () => {
-        try { resolve(JSON.parse(text) as EventLoop) } catch { resolve(undefined) }
-      })
-      socket.on('error', () => resolve(undefined))
-    })
-  }
-
-  /** Waits until the service uses under 15 % of a core (work left from a run, e.g. queued logins). */
-  async waitIdle (maxMs = 90_000): Promise<void> {
-    if (!this.alive()) return
-    const ticks = () => {
-      try {
-        const fields = readFileSync(`/proc/${this.proc!.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-        return Number(fields[11]) + Number(fields[12])
-      } catch {
-        return NaN
-      }
-    }
-    const deadline = Date.now() + maxMs
-    while (Date.now() < deadline) {
-      const before = ticks()
-      await sleep(500)
-      const used = (ticks() - before) / 100 / 0.5
-      if (!(used >= 0.15)) return
-    }
-  }
-}
-
-// ---------------------------------------------------------------- helpers
-
-function rotate<T> (items: T[]): () => T {
-  if (items.length === 0) throw new Error('nothing to rotate')
-  let i = 0
-  return () => items[i++ % items.length]!
-}
-
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
-const JSON_HEADERS = { 'content-type': 'application/json' }
-
-/**
- * The build's compiler run (`tsc -p tsconfig.build.json`) into a fresh directory of its own
- * (with the project's package.json and a link to its node_modules): a clean build, so files
- * deleted from the source cannot linger in the output, and the project's own dist/ (which
- * `npm run build` would delete first) is left alone.
- */
-async function build (): Promise<string> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'bench-build-'))
-  cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
-  copyFileSync(path.join(ROOT, 'package.json'), path.join(dir, 'package.json'))
-  symlinkSync(path.join(ROOT, 'node_modules'), path.join(dir, 'node_modules'), 'dir')
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json', '--outDir', path.join(dir, 'dist')], { cwd: ROOT, stdio: 'inherit' })
-    child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`tsc -p tsconfig.build.json failed (${String(code)})`)))
-    child.on('error', reject)
-  })
-  return dir
-}
-
-async function login (url: string, email: string): Promise<string> {
-  const res = await fetch(`${url}/auth/login`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ email, password: PASSWORD }) })
-  const body = await res.json() as { token?: string }
-  if (res.status !== 200 || typeof body.token !== 'string') throw new Error(`login of ${email}: ${res.status} ${JSON.stringify(body)}`)
-  return body.token
-}
-
-/** Runs async tasks at most `limit` at a time. */
-async function inParallel<T, R> (items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array(items.length)
-  let next = 0
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++
-      results[i] = await fn(items[i]!)
-    }
-  }))
-  return results
-}
-
-/** One request by hand before a run: a misconfigured scenario says why at once. */
-async function smoke (base: string, request: Request): Promise<string | undefined> {
-  const req = typeof request.setupRequest === 'function' ? request.setupRequest({ ...request, headers: { ...request.headers } }, {}) : request
-  const res = await fetch(`${base}${req.path ?? '/'}`, {
-    method: req.method ?? 'GET',
-    headers: req.headers as Record<string, string>,
-    ...(req.body !== undefined && { body: req.body })
-  })
-  const text = await res.text()
-  return res.status >= 200 && res.status < 300 ? undefined : `${res.status} ${text.slice(0, 300)}`
-}
-
-const fmt = (n: number | null | undefined, digits = 1) => n === null || n === undefined || Number.isNaN(n) ? '—' : n.toFixed(digits)
-
-// ---------------------------------------------------------------- main
-
-type CeilingKind = 'framework' | 'framework+headers' | 'database'
-
-interface ScenarioRow {
-  name: string
-  rps: number
-  p50: number
-  p99: number
-  errors: number
-  rssMB: number
-  ceiling: CeilingKind | null
-  ratio: number | null
-  /** The ratios of every ceiling/service pair, lowest first (the reported one is the median). */
-  pairRatios?: number[]
-  /** health: req/s relative to a bare route answering the same headers. */
-  ratioToSameHeaders?: number
-}
-
-interface Window { from: number, to: number }
-interface Measured { result: LoadResult, rssMB: number, eventLoop: EventLoop | undefined, others: number | undefined, window: Window }
-
+/** The exit code: 0, or 1 on errors, a crash of the service, or (--assert-targets) a missed target. */
 async function main (): Promise<number> {
   const started = Date.now()
-  log(`Benchmark: ${dbKind}, ${duration} s per scenario (+${warmup} s warm-up), ${connections} connections${quick ? ', quick' : ''}`)
+  const { db, quick, duration, warmup, connections, settings, wanted } = options
+  log(`Benchmark: ${db}, ${duration} s per scenario (+${warmup} s warm-up), ${connections} connections${quick ? ', quick' : ''}`)
 
-  if (!opts['skip-build']) {
+  let serviceRoot = ROOT
+  if (!options.skipBuild) {
     step('building (tsc -p tsconfig.build.json, clean, into a directory of its own)')
-    serviceRoot = await build()
+    serviceRoot = await build(cleanups)
   }
   if (!existsSync(path.join(serviceRoot, 'dist', 'server.js'))) throw new Error('dist/server.js is missing: run without --skip-build')
   log(`service: node ${path.join(serviceRoot, 'dist', 'server.js')}`)
 
-  // ---- the database
-  let databaseUrl: string | undefined
-  let dataDir: string | undefined
-  let dbVersion = ''
-  let dbName: string | undefined
-  if (dbKind === 'postgres') {
-    const base = opts['database-url'] ?? process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
-    const name = `bench_${Date.now()}_${process.pid}`
-    dbName = name
-    const admin = new pg.Client({ connectionString: base })
-    await admin.connect()
-    dbVersion = (await admin.query<{ v: string }>('select version() as v')).rows[0]?.v ?? ''
-    await admin.query(`create database ${name}`)
-    await admin.end()
-    const url = new URL(base)
-    url.pathname = `/${name}`
-    databaseUrl = url.toString()
-    log(`database ${name} on ${url.host}`)
-    cleanups.push(async () => {
-      const client = new pg.Client({ connectionString: base })
-      await client.connect()
-      await client.query(`drop database if exists ${name} with (force)`)
-      await client.end()
-    })
-  } else {
-    dataDir = mkdtempSync(path.join(os.tmpdir(), 'bench-pglite-'))
-    dbVersion = 'PGlite (embedded)'
-    log(`embedded database in ${dataDir}`)
-    cleanups.push(() => rmSync(dataDir!, { recursive: true, force: true }))
-  }
-
-  const service = new Service(databaseUrl, dataDir)
-  cleanups.push(() => service.closeSql())
-  cleanups.push(() => service.stop())
-  const children: Managed[] = []
-  cleanups.push(async () => { for (const child of children) await child.stop(3000) })
-  const cpu = new CpuWatch(() => [...(service.proc ? [service.proc.pid] : []), ...children.map((c) => c.pid)], dbName)
-  const othersSeen: number[] = []
-  const unexpectedExits: string[] = []
-  /**
-   * Runs `fn` again (up to --retries times) while other processes used ≥ 0.25 cores during
-   * it, and keeps the quietest attempt.
-   */
-  const stable = async <T>(label: string, fn: () => Promise<T>, othersOf: (t: T) => number | undefined): Promise<T> => {
-    let best: { value: T, others: number } | undefined
-    for (let attempt = 0; attempt <= retries; attempt++) {
-      let value: T
-      try {
-        value = await fn()
-      } catch (err) {
-        if (!(err instanceof ServiceDied) || attempt >= retries) throw err
-        unexpectedExits.push(err.message)
-        log(`  ! ${err.message.trim()}\n  (restarting the service and measuring ${label} again)`)
-        await service.stop()
-        await service.start()
-        continue
-      }
-      const others = othersOf(value) ?? 0
-      if (best === undefined || others < best.others) best = { value, others }
-      if (others < NOISY) break
-      if (attempt < retries) log(`  (other processes used ${fmt(others)} cores during ${label}: measuring again)`)
-    }
-    if (best === undefined) throw new Error(`${label}: no attempt succeeded`)
-    return best.value
-  }
-  /** Waits for the machine to settle; returns the stop function of a CPU window. */
-  const settle = async (): Promise<() => number | undefined> => {
-    const quiet = await cpu.quiet(quietWait)
-    if (quiet.waited > 1.2) log(`  (waited ${quiet.waited.toFixed(0)} s for other processes to settle; they use ${fmt(quiet.others)} cores)`)
-    const stop = cpu.start()
-    return stop
-  }
+  const database = await createDatabase(db, options.databaseServerUrl, cleanups)
+  const service = new Service({ root: serviceRoot, database, extraEnv: options.env }, cleanups)
+  const runs = new Runs(service, options, cleanups)
 
   step('starting the service (it migrates the database)')
-  let t = Date.now()
+  const t = Date.now()
   await service.start()
   log(`  up in ${Date.now() - t} ms, pid ${service.proc!.pid}, RSS ${fmt(rssMB(service.proc!.pid))} MB`)
 
-  // ---- seed
-  step(`seeding ${settings.users} users × ${settings.tasksPerUser} tasks`)
-  t = Date.now()
-  const passwordHash = await bcrypt.hash(PASSWORD, 12)
-  const readerEmails = Array.from({ length: settings.readers }, (_, i) => emailOf(i + 1))
-  const writerEmails = Array.from({ length: settings.writers }, (_, i) => emailOf(settings.readers + i + 1))
-  const specialEmails = Object.values(SPECIAL)
-  const ids = await service.withSql(async (sql) => {
-    await seed(sql, { users: settings.users, tasksPerUser: settings.tasksPerUser, customers: settings.customers, passwordHash })
-    return userIds(sql, [...writerEmails, ...specialEmails])
-  })
-  const idOf = (email: string) => { const id = ids.get(email); if (id === undefined) throw new Error(`no user ${email}`); return id }
-  const TASKS_PER_WRITER = 25
-  const writerTasks = await service.withSql(async (sql) => {
-    const lists: number[][] = []
-    for (const email of writerEmails) lists.push(await taskIdsOf(sql, idOf(email), TASKS_PER_WRITER))
-    return lists
-  })
-  log(`  seeded in ${Date.now() - t} ms`)
+  const accounts = await seedAndSignIn(service, settings)
+  const requests = new RequestSets(accounts, settings)
+  const ceilings = await Ceilings.capture({ options, service, runs, requests, readerToken: accounts.readerTokens[0]! })
+  const report = new Report()
+  const bench: Bench = { options, service, runs, accounts, requests, ceilings, report }
 
-  t = Date.now()
-  const allEmails = [...readerEmails, ...writerEmails, ...specialEmails]
-  const tokens = new Map(await inParallel(allEmails, 4, async (email) => [email, await login(service.url, email)] as const))
-  const token = (email: string) => tokens.get(email)!
-  log(`  ${tokens.size} users logged in through POST /auth/login in ${Date.now() - t} ms`)
-  const readerTokens = readerEmails.map(token)
-
-  // ---- request sets
-  const listTasks = (query = ''): Request => {
-    const next = rotate(readerTokens)
-    return { method: 'GET', path: `/tasks${query}`, setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...bearer(next()) } }) }
-  }
-  const webhookPool = new DeliveryPool(settings.customers, randomBytes(4).toString('hex'))
-  const requestsFor = (name: ScenarioName): Request[] => {
-    switch (name) {
-      case 'health': return [{ method: 'GET', path: '/health' }]
-      case 'tasks.list': return [listTasks()]
-      case 'tasks.list.filtered': return [listTasks('?status=todo&limit=20')]
-      case 'tasks.create': {
-        const next = rotate(writerEmails.map(token))
-        const body = JSON.stringify({ title: 'Benchmark task', description: 'Created by npm run bench', dueDate: '2026-12-01T09:00:00Z' })
-        return [{ method: 'POST', path: '/tasks', body, setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...JSON_HEADERS, ...bearer(next()) } }) }]
-      }
-      case 'tasks.update': {
-        const pairs = writerEmails.flatMap((email, w) => (writerTasks[w] ?? []).map((id) => ({ token: token(email), id })))
-        let n = 0
-        const next = rotate(pairs)
-        return [{
-          method: 'PATCH',
-          path: '/tasks/0',
-          setupRequest: (req) => {
-            const pair = next()
-            const body = (n++ % 2) === 0 ? '{"status":"completed"}' : '{"status":"in-progress","title":"Benchmark update"}'
-            return { ...req, path: `/tasks/${pair.id}`, body, headers: { ...req.headers, ...JSON_HEADERS, ...bearer(pair.token) } }
-          }
-        }]
-      }
-      case 'preferences.get': {
-        const next = rotate(readerTokens)
-        return [{ method: 'GET', path: '/preferences', setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...bearer(next()) } }) }]
-      }
-      case 'webhook':
-        return [{
-          method: 'POST',
-          path: '/webhooks/payment',
-          setupRequest: (req) => {
-            const delivery = webhookPool.take()
-            return { ...req, body: delivery.body, headers: { ...req.headers, ...delivery.headers } }
-          }
-        }]
-      case 'login': {
-        let n = 0
-        return [{
-          method: 'POST',
-          path: '/auth/login',
-          setupRequest: (req) => ({
-            ...req,
-            headers: { ...req.headers, ...JSON_HEADERS },
-            body: JSON.stringify({ email: emailOf(1 + (n++ % settings.users)), password: PASSWORD })
-          })
-        }]
-      }
-    }
-  }
-  const isLogin = (name: string) => name === 'login'
-
-  /** One measured run against the service: RSS peak and event-loop delay over it. */
-  const measure = async (name: string, requests: Request[], options: { warmup?: number, duration?: number, timeout?: number, connections?: number } = {}): Promise<Measured> => {
-    if (!service.alive()) throw new ServiceDied(`the service is not running (before ${name}):\n${service.proc?.output.tail.join('\n') ?? ''}`)
-    const problem = await smoke(service.url, requests[0]!)
-    if (problem !== undefined) log(`  ! ${name}: a single request answered ${problem}`)
-    await service.waitIdle()
-    const warm = options.warmup ?? warmup
-    if (warm > 0) await runLoad({ url: service.url, connections: options.connections ?? connections, duration: warm, requests, timeout: options.timeout })
-    const stopCpu = await settle()
-    await service.eventLoop()
-    service.sampler.beginWindow()
-    const from = Date.now()
-    const result = await runLoad({ url: service.url, connections: options.connections ?? connections, duration: options.duration ?? duration, requests, timeout: options.timeout })
-    const window = { from, to: Date.now() }
-    const peak = service.sampler.endWindow()
-    const eventLoop = await service.eventLoop()
-    const others = stopCpu()
-    if (!service.alive()) throw new ServiceDied(`the service died during ${name} (exit ${String(await service.proc?.exited)}):\n${service.proc?.output.tail.join('\n') ?? ''}`)
-    return { result, rssMB: peak, eventLoop, others, window }
-  }
-  const describe = (name: string, m: { result: LoadResult, rssMB?: number, eventLoop?: EventLoop, others?: number }) => {
-    const r = m.result
-    const codes = Object.entries(r.statusCodes).map(([code, count]) => `${code}×${count}`).join(' ')
-    log(`  ${name.padEnd(22)} ${String(r.rps).padStart(6)} req/s  p50 ${fmt(r.p50)}  p90 ${fmt(r.p90)}  p99 ${fmt(r.p99)}  max ${fmt(r.max)} ms` +
-      `  errors ${r.errors}${r.timeouts ? ` (${r.timeouts} timeouts)` : ''}${m.rssMB ? `  RSS ${fmt(m.rssMB, 0)} MB` : ''}` +
-      `${m.eventLoop ? `  loop p99 ${fmt(m.eventLoop.p99)} ms` : ''}${m.others !== undefined ? `  others ${fmt(m.others)} cores` : ''}  [${codes}]`)
-  }
-
-  // ---- ceilings
-  const ceilings: Record<CeilingKind, { rps: number, p50: number, p99: number }> = {
-    framework: { rps: 0, p50: 0, p99: 0 },
-    'framework+headers': { rps: 0, p50: 0, p99: 0 },
-    database: { rps: 0, p50: 0, p99: 0 }
-  }
-  const tableRows: string[][] = []
-  const ceilingRows: string[][] = []
-  const row = (name: string, r: { rps: number, p50: number, p99: number, errors: number }, rss: number | null, loop: number | null, ceiling: string, ratio: number | null, others?: number) => {
-    if (others !== undefined) othersSeen.push(others)
-    ;(name.startsWith('ceiling') ? ceilingRows : tableRows).push([name, String(r.rps), fmt(r.p50), fmt(r.p99), fmt(r.p50 > 0 ? r.p99 / r.p50 : null), String(r.errors), rss === null ? '—' : fmt(rss, 0), loop === null ? '—' : fmt(loop), ceiling, ratio === null ? '—' : `${(ratio * 100).toFixed(0)} %`, others === undefined ? '—' : fmt(others)])
-  }
-  let totalErrors = 0
-
-  const firstPage = async (base: string) => {
-    const res = await fetch(`${base}/tasks`, { headers: bearer(readerTokens[0]!) })
-    return { total: res.headers.get('x-total-count'), body: await res.json() as { data?: unknown[] } }
-  }
-  // What the service answers, to check the database ceiling does the same work (with PGlite
-  // the service is down while the ceiling has the database).
-  const reference = await firstPage(service.url)
-  // What GET /health answers besides the body, for the ceiling that answers the same.
-  const healthHeaders = await (async () => {
-    const res = await fetch(`${service.url}/health`)
-    await res.arrayBuffer()
-    const skip = new Set(['date', 'content-length', 'content-type', 'connection', 'keep-alive'])
-    return Object.fromEntries([...res.headers].filter(([name]) => !skip.has(name)))
-  })()
-  interface CeilingRun { kind: CeilingKind, result: LoadResult, window: Window, spawnedAt: number, others: number | undefined }
-  const runCeiling = async (kind: CeilingKind, nodeArgs: string[] = []): Promise<CeilingRun> => {
-    const port = await freePort()
-    const file = kind === 'database' ? 'ceiling-db.ts' : 'ceiling-hello.ts'
-    const env = {
-      ...baseEnv(),
-      PORT: String(port),
-      AUTH_JWT_SECRET: secret,
-      APP_URL,
-      API_URL,
-      ...(databaseUrl === undefined ? { DATA_DIR: dataDir } : { DATABASE_URL: databaseUrl }),
-      ...(kind === 'framework+headers' && { RESPONSE_HEADERS: JSON.stringify(healthHeaders) })
-    }
-    const spawnedAt = Date.now()
-    const proc = startProcess(`${kind} ceiling`, process.execPath, ['--import', 'tsx', ...nodeArgs, path.join(ROOT, 'bench', file)], { env, cwd: ROOT })
-    children.push(proc)
-    const base = `http://127.0.0.1:${port}`
-    try {
-      await waitForHttp(kind === 'database' ? `${base}/ready` : `${base}/`, proc, 60_000)
-      const requests = kind === 'database' ? [listTasks()] : [{ method: 'GET' as const, path: '/' }]
-      const problem = await smoke(base, requests[0]!)
-      if (problem !== undefined) log(`  ! ${kind} ceiling: a single request answered ${problem}`)
-      if (kind === 'database') {
-        // Same work as the service: the same page of the same user, the same counts.
-        const a = reference
-        const b = await firstPage(base)
-        const same = a.total === b.total && JSON.stringify(a.body) === JSON.stringify(b.body)
-        log(`  the database ceiling answers ${b.body.data?.length ?? 0} tasks, total ${b.total}: ${same ? 'identical to the service' : `DIFFERENT from the service (${a.body.data?.length ?? 0} tasks, total ${a.total})`}`)
-      }
-      if (warmup > 0) await runLoad({ url: base, connections, duration: warmup, requests })
-      const stopCpu = await settle()
-      const from = Date.now()
-      const result = await runLoad({ url: base, connections, duration, requests })
-      const window = { from, to: Date.now() }
-      const others = stopCpu()
-      describe(`ceiling.${kind}`, { result, rssMB: rssMB(proc.pid), others })
-      return { kind, result, window, spawnedAt, others }
-    } finally {
-      await proc.stop(5000)
-      children.splice(children.indexOf(proc), 1)
-    }
-  }
-
-  // ---- CPU profile mode
-  if (profileTarget !== undefined) {
-    step(`profiling ${profileTarget} with node --cpu-prof`)
-    const profDir = mkdtempSync(path.join(os.tmpdir(), 'bench-cpuprof-'))
-    let run: { result: LoadResult, window: Window, spawnedAt: number }
-    let root = serviceRoot
-    if (profileTarget.startsWith('ceiling.')) {
-      if (dbKind === 'pglite') await service.stop()
-      run = await runCeiling(profileTarget.slice('ceiling.'.length) as CeilingKind, ['--cpu-prof', '--cpu-prof-dir', profDir])
-      root = ROOT
-    } else {
-      const name = profileTarget as ScenarioName
-      await service.stop()
-      const spawnedAt = Date.now()
-      await service.start(['--cpu-prof', '--cpu-prof-dir', profDir])
-      if (name === 'webhook') webhookPool.prepare(Math.ceil((duration + warmup) * 1500) + 500)
-      const m = await measure(name, requestsFor(name), isLogin(name) ? { warmup: 0, timeout: 60 } : {})
-      describe(name, m)
-      run = { result: m.result, window: m.window, spawnedAt }
-      await service.waitIdle()
-      await service.stop()
-    }
-    const file = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(profDir, f))[0]
-    if (file === undefined) throw new Error('no .cpuprofile written')
-    const summary = summarizeProfile(file, root, { from: run.window.from - run.spawnedAt, to: run.window.to - run.spawnedAt })
-    log(`\n${formatProfile(summary, run.result.responses)}`)
-    log(`\nprofile: ${file} (open it in Chrome DevTools → Performance, or speedscope)`)
+  if (options.profile !== undefined) {
+    await runProfile(bench, options.profile)
     return 0
   }
+  await runScenarios(bench)
+  if (wanted('storm')) await runStorm(bench)
+  if (options.soak) await runSoak(bench)
+  if (wanted('growth')) await runGrowth(bench)
 
-  const recordCeiling = (c: CeilingRun) => {
-    ceilings[c.kind] = { rps: c.result.rps, p50: c.result.p50, p99: c.result.p99 }
-    totalErrors += c.result.errors
-    row(`ceiling: ${c.kind}`, c.result, null, null, '', null, c.others)
-  }
-  const ceilingRun = async (kind: CeilingKind): Promise<CeilingRun> => {
-    if (kind !== 'database' || dbKind === 'postgres') return runCeiling(kind)
-    // The embedded database admits one process: the ceiling opens it while the service is down.
-    await service.stop()
-    try {
-      return await runCeiling(kind)
-    } finally {
-      await service.start()
-    }
-  }
-
-  // ---- scenarios. health and tasks.list are measured against their ceilings in interleaved
-  // pairs (ceiling, then service, --pairs times), and the median pair by ratio is reported:
-  // on a shared VM identical runs differ by ±20 %, far more than within one pair.
-  const scenarios: ScenarioRow[] = []
-  const pairedWith: Partial<Record<ScenarioName, CeilingKind[]>> = { health: ['framework', 'framework+headers'], 'tasks.list': ['database'] }
-  if (wanted('ceilings')) {
-    for (const [name, kinds] of Object.entries(pairedWith)) {
-      if (wanted(name)) continue
-      for (const kind of kinds) {
-        step(`ceiling: ${kind}`)
-        recordCeiling(await stable(`ceiling.${kind}`, () => ceilingRun(kind), (c) => c.others))
-      }
-    }
-  }
-  step('the service')
-  for (const name of SCENARIOS) {
-    if (!wanted(name)) continue
-    if (name === 'webhook') webhookPool.prepare(Math.ceil((duration + warmup) * 1500) + 500)
-    // Logins queue behind bcrypt: no warm-up (it would leave a queue behind) and a long timeout.
-    const run = () => measure(name, requestsFor(name), isLogin(name) ? { warmup: 0, timeout: 60 } : {})
-    const kinds = wanted('ceilings') ? pairedWith[name] : undefined
-    let m: Measured
-    let ratio: number | null = null
-    let ceiling: CeilingKind | null = null
-    let extra: Partial<ScenarioRow> = {}
-    if (kinds !== undefined) {
-      const measured: Array<{ cs: CeilingRun[], s: Measured, ratio: number }> = []
-      for (let i = 1; i <= pairs; i++) {
-        const pair = await stable(`pair ${i}/${pairs}: ${kinds.join(', ')} + ${name}`, async () => {
-          const cs: CeilingRun[] = []
-          for (const kind of kinds) cs.push(await ceilingRun(kind))
-          const s = await run()
-          describe(name, s)
-          return { cs, s, ratio: cs[0]!.result.rps > 0 ? s.result.rps / cs[0]!.result.rps : 0 }
-        }, (p) => Math.max(p.s.others ?? 0, ...p.cs.map((c) => c.others ?? 0)))
-        measured.push(pair)
-      }
-      const byRatio = [...measured].sort((a, b) => a.ratio - b.ratio)
-      const median = byRatio[Math.floor((byRatio.length - 1) / 2)]!
-      if (pairs > 1) log(`  ${name}: ratios of the ${pairs} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
-      for (const c of median.cs) recordCeiling(c)
-      m = median.s
-      ceiling = kinds[0]!
-      ratio = Math.round(1000 * median.ratio) / 1000
-      extra = { pairRatios: byRatio.map((p) => Math.round(1000 * p.ratio) / 1000) }
-      const sameHeaders = median.cs.find((c) => c.kind === 'framework+headers')
-      if (sameHeaders !== undefined && sameHeaders.result.rps > 0) {
-        extra.ratioToSameHeaders = Math.round(1000 * m.result.rps / sameHeaders.result.rps) / 1000
-      }
-    } else {
-      m = await stable(name, async () => { const r = await run(); describe(name, r); return r }, (r) => r.others)
-    }
-    if (name === 'webhook' && webhookPool.signedLate > 0) log(`  (webhook: ${webhookPool.signedLate} deliveries signed during the run, the pool ran out)`)
-    scenarios.push({ name, rps: m.result.rps, p50: m.result.p50, p99: m.result.p99, errors: m.result.errors, rssMB: Math.round(m.rssMB), ceiling, ratio, ...extra })
-    row(name, m.result, m.rssMB, m.eventLoop?.p99 ?? null, ceiling ?? '', ratio, m.others)
-    if (extra.ratioToSameHeaders !== undefined) row(`${name} vs same headers`, m.result, null, null, 'framework+headers', extra.ratioToSameHeaders)
-    totalErrors += m.result.errors
-  }
-
-  // ---- login storm
-  interface Overload { connections: number, loginsPerSec: number, shedPerSec: number, shedP50: number, shedP99: number, acceptedP50: number, acceptedP99: number, unexpected: number }
-  let storm: { p99Without: number, p99With: number, eventLoopP99: number, loginsPerSec: number, rejected: number, overload?: Overload } | undefined
-  if (wanted('storm')) {
-    step(`login storm: GET /tasks at ${connections} connections, without and then with 8 clients logging in continuously`)
-    const { without, during, stormRss, stormLoop, stormOthers, loginResult } = await stable('the storm', async () => {
-      const without = await measure('storm: without', [listTasks()])
-      describe('GET /tasks, no storm', without)
-      await service.waitIdle()
-      await cpu.quiet(quietWait)
-      if (warmup > 0) await runLoad({ url: service.url, connections, duration: warmup, requests: [listTasks()] })
-      // Logins start a second early and end a second late, so the storm covers the whole window.
-      const logins = runLoad({ url: service.url, connections: 8, duration: duration + 2, requests: requestsFor('login'), timeout: 60 })
-      await sleep(1000)
-      await service.eventLoop()
-      service.sampler.beginWindow()
-      const stopCpu = cpu.start()
-      const during = await runLoad({ url: service.url, connections, duration, requests: [listTasks()] })
-      const stormOthers = stopCpu()
-      const stormRss = service.sampler.endWindow()
-      const stormLoop = await service.eventLoop()
-      const loginResult = await logins
-      describe('GET /tasks, storm', { result: during, rssMB: stormRss, eventLoop: stormLoop, others: stormOthers })
-      describe('POST /auth/login ×8', { result: loginResult })
-      await service.waitIdle()
-      return { without, during, stormRss, stormLoop, stormOthers, loginResult }
-    }, (r) => Math.max(r.without.others ?? 0, r.stormOthers ?? 0))
-    storm = {
-      p99Without: without.result.p99,
-      p99With: during.p99,
-      eventLoopP99: stormLoop?.p99 ?? NaN,
-      loginsPerSec: loginResult.rps,
-      rejected: loginResult.errors
-    }
-    row('storm: tasks.list without', without.result, without.rssMB, without.eventLoop?.p99 ?? null, '', null, without.others)
-    row('storm: tasks.list with', during, stormRss, stormLoop?.p99 ?? null, '', null, stormOthers)
-    row('storm: logins (8 clients)', { ...loginResult, rps: storm.loginsPerSec }, null, null, '', null)
-    totalErrors += without.result.errors + during.errors + loginResult.errors
-
-    // More concurrent sign-ins than the hashing queue holds (BCRYPT_QUEUE_MAX, default 64):
-    // the excess must be shed at once with 503, not queued. Those 503s are the expected
-    // answer here; anything else that is not a 200 counts as an error.
-    const overloadConnections = 128
-    step(`login overload: ${overloadConnections} clients signing in at once (twice the default hashing queue)`)
-    await service.waitIdle()
-    const overload = await runLoad({ url: service.url, connections: overloadConnections, duration: Math.min(duration, 5), requests: requestsFor('login'), timeout: 60 })
-    const shed = overload.statusCodes['503'] ?? 0
-    const unexpected = overload.errors - shed
-    storm.overload = {
-      connections: overloadConnections,
-      loginsPerSec: overload.rps,
-      shedPerSec: Math.round(shed / overload.seconds),
-      shedP50: overload.non2xxP50,
-      shedP99: overload.non2xxP99,
-      acceptedP50: overload.p50,
-      acceptedP99: overload.p99,
-      unexpected
-    }
-    describe(`POST /auth/login ×${overloadConnections}`, { result: overload })
-    row(`login overload (${overloadConnections} clients)`, { ...overload, errors: unexpected }, null, null, '', null)
-    totalErrors += unexpected
-    await service.waitIdle()
-  }
-
-  // ---- soak
-  let soak: { rssBeforeMB: number, rssAfterMB: number } | undefined
-  if (opts.soak) {
-    const seconds = settings.soakMinutes * 60
-    step(`soak: ${settings.soakMinutes} min of mixed load (lists, filtered lists, preferences, creates, updates, health)`)
-    const mix: Request[] = [listTasks(), listTasks('?status=todo&limit=20'), ...requestsFor('preferences.get'), ...requestsFor('tasks.create'), ...requestsFor('tasks.update'), ...requestsFor('health')]
-    await service.waitIdle()
-    service.sampler.record(true)
-    const startedAt = Date.now()
-    const ticker = setInterval(() => log(`  ${Math.round((Date.now() - startedAt) / 1000)} s: RSS ${fmt(rssMB(service.proc!.pid), 0)} MB`), 60_000)
-    const result = await runLoad({ url: service.url, connections, duration: seconds, requests: mix })
-    clearInterval(ticker)
-    const samples = service.sampler.record(false)
-    const median = (xs: number[]) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] ?? NaN }
-    const between = (from: number, to: number) => samples.filter((s) => s.t - startedAt >= from * 1000 && s.t - startedAt < to * 1000).map((s) => s.mb)
-    soak = { rssBeforeMB: Math.round(median(between(15, 45))), rssAfterMB: Math.round(median(between(seconds - 30, seconds + 1))) }
-    describe('soak (mixed)', { result })
-    const range = (xs: number[]) => xs.length === 0 ? '—' : `${fmt(Math.min(...xs), 0)}–${fmt(Math.max(...xs), 0)}`
-    log(`  RSS median at 15–45 s: ${soak.rssBeforeMB} MB (range ${range(between(15, 45))}); ` +
-      `over the last 30 s: ${soak.rssAfterMB} MB (range ${range(between(seconds - 30, seconds + 1))})`)
-    row('soak (mixed)', result, Math.max(...samples.map((s) => s.mb)), null, '', null)
-    totalErrors += result.errors
-  }
-
-  // ---- growth
-  const growth: Array<{ totalTasks: number, userTasks: number, p50: number, p99: number }> = []
-  if (wanted('growth')) {
-    step(`growth: GET /tasks for one user while the table holds ${settings.growth.map((n) => n.toLocaleString('en')).join(', ')} tasks; then users with 10 and 10,000 tasks`)
-    const point = async (label: string, email: string, total: number, userTasks: number) => {
-      const next = rotate([token(email)])
-      const m = await stable(label, async () => {
-        const r = await measure(label, [{ method: 'GET', path: '/tasks', setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...bearer(next()) } }) }])
-        describe(label, r)
-        return r
-      }, (r) => r.others)
-      growth.push({ totalTasks: total, userTasks, p50: m.result.p50, p99: m.result.p99 })
-      row(`growth: ${label}`, m.result, m.rssMB, m.eventLoop?.p99 ?? null, '', null, m.others)
-      totalErrors += m.result.errors
-    }
-    const GROWTH_USER_TASKS = 50
-    let planShown = false
-    await service.withSql(async (sql) => { await clearTasks(sql) })
-    for (const target of settings.growth) {
-      t = Date.now()
-      const { total, plan } = await service.withSql(async (sql) => {
-        const have = await countTasks(sql)
-        // The growth user's page of tasks is spread through the first 10k rows.
-        await addTasks(sql, target - have, settings.users, have === 0 ? { email: SPECIAL.growth, count: GROWTH_USER_TASKS } : undefined)
-        await analyze(sql)
-        return { total: await countTasks(sql), plan: await explainList(sql, idOf(SPECIAL.growth)) }
-      })
-      log(`  ${total.toLocaleString('en')} tasks in the table (filled in ${((Date.now() - t) / 1000).toFixed(1)} s)`)
-      if (!planShown || target === settings.growth.at(-1)) {
-        log(plan.split('\n').map((line) => `    | ${line}`).join('\n'))
-        planShown = true
-      }
-      await point(`${total.toLocaleString('en')} total, user has ${GROWTH_USER_TASKS}`, SPECIAL.growth, total, GROWTH_USER_TASKS)
-    }
-    const { total, plan } = await service.withSql(async (sql) => {
-      await addUserTasks(sql, SPECIAL.small, 10)
-      await addUserTasks(sql, SPECIAL.large, 10_000)
-      await analyze(sql)
-      return { total: await countTasks(sql), plan: await explainList(sql, idOf(SPECIAL.large)) }
-    })
-    log('  the user with 10,000 tasks:')
-    log(plan.split('\n').map((line) => `    | ${line}`).join('\n'))
-    await point(`${total.toLocaleString('en')} total, user has 10`, SPECIAL.small, total, 10)
-    await point(`${total.toLocaleString('en')} total, user has 10,000`, SPECIAL.large, total, 10_000)
-  }
-
-  // ---- wrap up
   const peakRss = service.sampler.overallPeak
   // Requests the load generator abandoned at the end of the last run are still being served.
   await service.waitIdle()
   await service.stop()
   await service.closeSql()
   service.sampler.stop()
-  await cleanUp()
+  await cleanups.run()
 
-  const cpus = os.cpus()
-  const machine = {
-    cpu: cpus[0]?.model ?? 'unknown',
-    cores: cpus.length,
-    memoryMB: Math.round(os.totalmem() / 2 ** 20),
-    os: `${os.type()} ${os.release()} ${os.arch()}`,
-    node: process.version,
-    database: dbVersion.split(' on ')[0] ?? dbVersion
-  }
-  const results = {
-    machine,
-    db: dbKind,
-    ceilings,
-    scenarios,
-    storm: storm ?? null,
-    growth,
-    ...(soak && { soak })
-  }
-  writeFileSync(outFile, JSON.stringify(results, null, 2) + '\n')
+  const machine = describeMachine(database.version)
+  writeFileSync(options.out, JSON.stringify(report.results(machine, db), null, 2) + '\n')
+  report.print(machine, options, peakRss)
+  const checks = report.targets(db, peakRss)
+  printTargets(checks)
+  printIncidents(runs.unexpectedExits, service.logged)
 
-  // ---- the table
-  const header = ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'p99/p50', 'errors', 'RSS MB', 'loop p99', 'ceiling', 'ratio', 'others']
-  const widths = header.map((h, i) => Math.max(h.length, ...[...ceilingRows, ...tableRows].map((r) => r[i]!.length)))
-  const line = (cells: string[]) => cells.map((c, i) => i === 0 || i === 8 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)).join('  ')
-  log(`\n${'='.repeat(widths.reduce((a, b) => a + b + 2, -2))}`)
-  log(`${machine.cpu}, ${machine.cores} cores, ${machine.memoryMB} MB, Node ${machine.node}, ${machine.database}; ` +
-    `${duration} s per scenario, ${connections} connections, ${settings.users} users × ${settings.tasksPerUser} tasks`)
-  log(line(header))
-  log(line(widths.map((w) => '-'.repeat(w))))
-  for (const r of [...ceilingRows, ...tableRows]) log(line(r))
-  log('(req/s counts 2xx responses; errors = non-2xx + socket errors + timeouts; RSS = peak of the service;')
-  log(' loop p99 = event-loop delay inside the service beyond its 10 ms sampling interval;')
-  log(' others = cores used meanwhile by processes that are not this benchmark, its children or its database)')
-  const noisy = othersSeen.filter((o) => o >= NOISY).length
-  if (noisy > 0) log(`WARNING: other processes used ≥ 0.25 cores during ${noisy} of ${othersSeen.length} runs (up to ${fmt(Math.max(...othersSeen))}): those numbers are not comparable`)
-  if (storm) {
-    log(`\nlogin storm: GET /tasks p99 ${fmt(storm.p99Without)} → ${fmt(storm.p99With)} ms (×${fmt(storm.p99With / storm.p99Without, 2)}), ` +
-      `event-loop p99 ${fmt(storm.eventLoopP99)} ms, ${storm.loginsPerSec} logins/s, ${storm.rejected} rejected`)
-  }
-  if (storm?.overload) {
-    const o = storm.overload
-    log(`login overload: ${o.connections} clients → ${o.loginsPerSec} logins/s served (p50 ${fmt(o.acceptedP50, 0)} ms), ` +
-      `${o.shedPerSec}/s shed with 503 + Retry-After in ${fmt(o.shedP50, 2)} ms (p99 ${fmt(o.shedP99, 2)} ms), ${o.unexpected} other errors`)
-  }
-  if (soak) log(`soak: RSS ${soak.rssBeforeMB} MB → ${soak.rssAfterMB} MB over ${settings.soakMinutes} min`)
-  log(`peak service RSS over the run: ${fmt(peakRss, 0)} MB`)
-
-  // ---- targets (from the performance issue)
-  const checks: Array<[string, boolean | null, string]> = []
-  const scenario = (name: string) => scenarios.find((s) => s.name === name)
-  const health = scenario('health')
-  const list = scenario('tasks.list')
-  const spread = (s: ScenarioRow) => s.pairRatios !== undefined && s.pairRatios.length > 1 ? ` (pairs: ${s.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})` : ''
-  if (health?.ratio != null) {
-    checks.push(['GET /health ≥ 85 % of the framework ceiling', health.ratio >= 0.85, `${fmt(100 * health.ratio, 0)} %${spread(health)}` +
-      (health.ratioToSameHeaders === undefined ? '' : `; ${fmt(100 * health.ratioToSameHeaders, 0)} % of a bare route sending the same headers`)])
-  }
-  if (list?.ratio != null) checks.push(['GET /tasks ≥ 80 % of the database ceiling, no errors', list.ratio >= 0.8 && list.errors === 0, `${fmt(100 * list.ratio, 0)} %${spread(list)}, ${list.errors} errors`])
-  for (const s of scenarios) {
-    // A sub-millisecond route's tail is mostly the machine's and the load generator's: say
-    // what the bare ceiling of the same pair showed.
-    const c = s.ceiling === null ? undefined : ceilings[s.ceiling]
-    const beside = c !== undefined && c.p50 > 0 ? ` (${s.ceiling} ceiling in the same pair: ×${fmt(c.p99 / c.p50, 2)})` : ''
-    checks.push([`${s.name}: p99 ≤ 3 × p50, no errors`, s.p99 <= 3 * s.p50 && s.errors === 0, `×${fmt(s.p99 / s.p50, 2)}, ${s.errors} errors${beside}`])
-  }
-  if (storm) {
-    checks.push(['storm: GET /tasks p99 with ≤ 3 × without', storm.p99With <= 3 * storm.p99Without, `×${fmt(storm.p99With / storm.p99Without, 2)}`])
-    checks.push(['storm: event-loop delay p99 < 20 ms', storm.eventLoopP99 < 20, `${fmt(storm.eventLoopP99)} ms`])
-    if (storm.overload) {
-      const o = storm.overload
-      checks.push(['login overload: excess sign-ins shed with 503 in under 50 ms, no other errors', o.shedPerSec > 0 && o.shedP99 < 50 && o.unexpected === 0, `${o.shedPerSec}/s shed, p99 ${fmt(o.shedP99, 2)} ms`])
-    }
-  }
-  if (dbKind === 'postgres') checks.push(['service RSS under load < 200 MB', peakRss < 200, `${fmt(peakRss, 0)} MB peak`])
-  if (soak) checks.push(['soak: no RSS growth (≤ +10 %)', soak.rssAfterMB <= soak.rssBeforeMB * 1.1, `${soak.rssBeforeMB} → ${soak.rssAfterMB} MB`])
-  const series = growth.filter((g) => g.userTasks === 50)
-  if (series.length >= 2) {
-    const first = series[0]!
-    const last = series.at(-1)!
-    checks.push([`growth: p99 at ${last.totalTasks.toLocaleString('en')} ≤ 1.5 × p99 at ${first.totalTasks.toLocaleString('en')}`, last.p99 <= 1.5 * first.p99, `${fmt(first.p99)} → ${fmt(last.p99)} ms`])
-  }
-  log('\ntargets:')
-  for (const [what, ok, detail] of checks) log(`  ${ok ? 'met   ' : 'MISSED'}  ${what}: ${detail}`)
-
-  if (unexpectedExits.length > 0) {
-    log(`\nthe service ended unexpectedly ${unexpectedExits.length} time(s) and was restarted:`)
-    for (const message of unexpectedExits) log(`  ${message.trim().split('\n').join('\n  ')}`)
-  }
-  if (service.logged.size > 0) {
-    log('\nthe service logged (warn and above):')
-    for (const [key, entry] of [...service.logged.entries()].sort((a, b) => b[1].count - a[1].count).slice(0, 15)) {
-      log(`  ${String(entry.count).padStart(6)} × ${key}`)
-      log(`           e.g. ${entry.example.slice(0, 400)}`)
-    }
-  }
-
-  log(`\nresults: ${path.relative(process.cwd(), outFile) || outFile}  (${((Date.now() - started) / 1000).toFixed(0)} s in all)`)
-  log(totalErrors === 0 ? 'errors: 0' : `ERRORS: ${totalErrors} (non-2xx responses, socket errors, timeouts) — see the table`)
-  if (totalErrors > 0 || unexpectedExits.length > 0) return 1
-  if (opts['assert-targets'] && checks.some(([, ok]) => ok === false)) return 1
+  log(`\nresults: ${path.relative(process.cwd(), options.out) || options.out}  (${((Date.now() - started) / 1000).toFixed(0)} s in all)`)
+  log(report.errors === 0 ? 'errors: 0' : `ERRORS: ${report.errors} (non-2xx responses, socket errors, timeouts) — see the table`)
+  if (report.errors > 0 || runs.unexpectedExits.length > 0) return 1
+  if (options.assertTargets && checks.some(([, ok]) => ok === false)) return 1
   return 0
 }
 
 main().then(async (code) => {
-  await cleanUp()
+  await cleanups.run()
   process.exit(code)
 }, async (err: unknown) => {
   console.error(`\nbenchmark failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}`)
-  await cleanUp()
+  await cleanups.run()
   process.exit(2)
 })

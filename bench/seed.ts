@@ -3,7 +3,7 @@
 // schema itself at start-up; these run after it has.
 import { resolve } from 'node:path'
 import pg from 'pg'
-import { tasksPage } from '../db/tasks.js'
+import { statement as preparedStatement } from './statements.js'
 
 export interface Sql {
   query: <R extends object = Record<string, unknown>>(text: string, params?: unknown[]) => Promise<R[]>
@@ -149,7 +149,7 @@ export async function addUserTasks (sql: Sql, email: string, count: number): Pro
  * ends up running it.
  */
 export async function explainList (sql: Sql, userId: string): Promise<string> {
-  const statement = tasksPage.all
+  const statement = preparedStatement('tasks_page')
   const literal = `'${userId.replace(/'/g, "''")}'`
   const values: Record<string, string> = { userId: literal, limit: '1000', offset: '0' }
   await sql.query(`prepare bench_tasks_page as ${statement.sql}`)

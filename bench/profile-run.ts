@@ -1,0 +1,42 @@
+// --profile: instead of the benchmark, one scenario (or ceiling) under node --cpu-prof, and
+// where the main thread's CPU went during the measured window (profile.ts summarizes).
+import { mkdtempSync, readdirSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import type { CeilingKind } from './ceilings.js'
+import type { Bench } from './context.js'
+import type { LoadResult } from './load.js'
+import { describe, log, step } from './log.js'
+import { ROOT } from './paths.js'
+import { formatProfile, summarizeProfile } from './profile.js'
+import { runOptionsFor, type ScenarioName } from './requests.js'
+import type { Window } from './runs.js'
+
+/** `target`: a scenario name, or ceiling.<kind> (options.ts checks it is one of PROFILE_TARGETS). */
+export async function runProfile ({ options, service, runs, requests, ceilings }: Bench, target: string): Promise<void> {
+  step(`profiling ${target} with node --cpu-prof`)
+  const profDir = mkdtempSync(path.join(os.tmpdir(), 'bench-cpuprof-'))
+  let run: { result: LoadResult, window: Window, spawnedAt: number }
+  let root = service.root
+  if (target.startsWith('ceiling.')) {
+    if (options.db === 'pglite') await service.stop()
+    run = await ceilings.run(target.slice('ceiling.'.length) as CeilingKind, ['--cpu-prof', '--cpu-prof-dir', profDir])
+    root = ROOT
+  } else {
+    const name = target as ScenarioName
+    await service.stop()
+    const spawnedAt = Date.now()
+    await service.start(['--cpu-prof', '--cpu-prof-dir', profDir])
+    if (name === 'webhook') requests.prepareWebhooks(options.duration + options.warmup)
+    const m = await runs.measure(name, requests.for(name), runOptionsFor(name))
+    describe(name, m)
+    run = { result: m.result, window: m.window, spawnedAt }
+    await service.waitIdle()
+    await service.stop()
+  }
+  const file = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(profDir, f))[0]
+  if (file === undefined) throw new Error('no .cpuprofile written')
+  const summary = summarizeProfile(file, root, { from: run.window.from - run.spawnedAt, to: run.window.to - run.spawnedAt })
+  log(`\n${formatProfile(summary, run.result.responses)}`)
+  log(`\nprofile: ${file} (open it in Chrome DevTools → Performance, or speedscope)`)
+}

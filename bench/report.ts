@@ -1,0 +1,198 @@
+// What the benchmark reports: the rows of the table it prints, bench/results.json (its
+// shape is `Results` here; earlier runs' files are read against it, so keep its keys), and
+// the targets of the performance issue, checked against both.
+import os from 'node:os'
+import type { CeilingKind, CeilingRun } from './ceilings.js'
+import { GROWTH_USER_TASKS } from './growth.js'
+import { fmt, log } from './log.js'
+import type { DbKind, Options } from './options.js'
+import { NOISY } from './runs.js'
+
+export interface Figures { rps: number, p50: number, p99: number }
+
+export interface ScenarioRow {
+  name: string
+  rps: number
+  p50: number
+  p99: number
+  errors: number
+  rssMB: number
+  ceiling: CeilingKind | null
+  ratio: number | null
+  /** The ratios of every ceiling/service pair, lowest first (the reported one is the median). */
+  pairRatios?: number[]
+  /** health: req/s relative to a bare route answering the same headers. */
+  ratioToSameHeaders?: number
+}
+
+/** More sign-ins at once than the hashing queue holds: how the excess was shed. */
+export interface Overload { connections: number, loginsPerSec: number, shedPerSec: number, shedP50: number, shedP99: number, acceptedP50: number, acceptedP99: number, unexpected: number }
+
+export interface Storm { p99Without: number, p99With: number, eventLoopP99: number, loginsPerSec: number, rejected: number, overload?: Overload }
+
+export interface Soak { rssBeforeMB: number, rssAfterMB: number }
+
+export interface GrowthPoint { totalTasks: number, userTasks: number, p50: number, p99: number }
+
+export interface Machine { cpu: string, cores: number, memoryMB: number, os: string, node: string, database: string }
+
+/** bench/results.json. */
+export interface Results {
+  machine: Machine
+  db: DbKind
+  ceilings: Record<CeilingKind, Figures>
+  scenarios: ScenarioRow[]
+  storm: Storm | null
+  growth: GrowthPoint[]
+  soak?: Soak
+}
+
+/** A target: what, met or not, and the figures that say so. */
+export type Check = [string, boolean | null, string]
+
+/** This machine, and the database's version as `select version()` gives it (up to " on "). */
+export function describeMachine (databaseVersion: string): Machine {
+  const cpus = os.cpus()
+  return {
+    cpu: cpus[0]?.model ?? 'unknown',
+    cores: cpus.length,
+    memoryMB: Math.round(os.totalmem() / 2 ** 20),
+    os: `${os.type()} ${os.release()} ${os.arch()}`,
+    node: process.version,
+    database: databaseVersion.split(' on ')[0] ?? databaseVersion
+  }
+}
+
+export class Report {
+  readonly ceilings: Record<CeilingKind, Figures> = {
+    framework: { rps: 0, p50: 0, p99: 0 },
+    'framework+headers': { rps: 0, p50: 0, p99: 0 },
+    database: { rps: 0, p50: 0, p99: 0 }
+  }
+
+  readonly scenarios: ScenarioRow[] = []
+  storm: Storm | undefined
+  soak: Soak | undefined
+  readonly growth: GrowthPoint[] = []
+  /** Non-2xx responses, socket errors and timeouts over every run (the overload's expected 503s aside). */
+  errors = 0
+  private readonly ceilingRows: string[][] = []
+  private readonly tableRows: string[][] = []
+  /** Cores other processes used during each run that reported it. */
+  private readonly othersSeen: number[] = []
+
+  /** A row of the table (ceilings first, then the rest in the order added). */
+  row (name: string, r: { rps: number, p50: number, p99: number, errors: number }, rss: number | null, loop: number | null, ceiling: string, ratio: number | null, others?: number): void {
+    if (others !== undefined) this.othersSeen.push(others)
+    ;(name.startsWith('ceiling') ? this.ceilingRows : this.tableRows).push([name, String(r.rps), fmt(r.p50), fmt(r.p99), fmt(r.p50 > 0 ? r.p99 / r.p50 : null), String(r.errors), rss === null ? '—' : fmt(rss, 0), loop === null ? '—' : fmt(loop), ceiling, ratio === null ? '—' : `${(ratio * 100).toFixed(0)} %`, others === undefined ? '—' : fmt(others)])
+  }
+
+  recordCeiling (c: CeilingRun): void {
+    this.ceilings[c.kind] = { rps: c.result.rps, p50: c.result.p50, p99: c.result.p99 }
+    this.errors += c.result.errors
+    this.row(`ceiling: ${c.kind}`, c.result, null, null, '', null, c.others)
+  }
+
+  results (machine: Machine, db: DbKind): Results {
+    return {
+      machine,
+      db,
+      ceilings: this.ceilings,
+      scenarios: this.scenarios,
+      storm: this.storm ?? null,
+      growth: this.growth,
+      ...(this.soak && { soak: this.soak })
+    }
+  }
+
+  /** The table, then the storm, overload, soak and peak RSS in a line each. */
+  print (machine: Machine, options: Options, peakRss: number): void {
+    const { duration, connections, settings } = options
+    const rows = [...this.ceilingRows, ...this.tableRows]
+    const header = ['scenario', 'req/s', 'p50 ms', 'p99 ms', 'p99/p50', 'errors', 'RSS MB', 'loop p99', 'ceiling', 'ratio', 'others']
+    const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+    const line = (cells: string[]) => cells.map((c, i) => i === 0 || i === 8 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!)).join('  ')
+    log(`\n${'='.repeat(widths.reduce((a, b) => a + b + 2, -2))}`)
+    log(`${machine.cpu}, ${machine.cores} cores, ${machine.memoryMB} MB, Node ${machine.node}, ${machine.database}; ` +
+      `${duration} s per scenario, ${connections} connections, ${settings.users} users × ${settings.tasksPerUser} tasks`)
+    log(line(header))
+    log(line(widths.map((w) => '-'.repeat(w))))
+    for (const r of rows) log(line(r))
+    log('(req/s counts 2xx responses; errors = non-2xx + socket errors + timeouts; RSS = peak of the service;')
+    log(' loop p99 = event-loop delay inside the service beyond its 10 ms sampling interval;')
+    log(' others = cores used meanwhile by processes that are not this benchmark, its children or its database)')
+    const noisy = this.othersSeen.filter((o) => o >= NOISY).length
+    if (noisy > 0) log(`WARNING: other processes used ≥ 0.25 cores during ${noisy} of ${this.othersSeen.length} runs (up to ${fmt(Math.max(...this.othersSeen))}): those numbers are not comparable`)
+    const { storm, soak } = this
+    if (storm) {
+      log(`\nlogin storm: GET /tasks p99 ${fmt(storm.p99Without)} → ${fmt(storm.p99With)} ms (×${fmt(storm.p99With / storm.p99Without, 2)}), ` +
+        `event-loop p99 ${fmt(storm.eventLoopP99)} ms, ${storm.loginsPerSec} logins/s, ${storm.rejected} rejected`)
+    }
+    if (storm?.overload) {
+      const o = storm.overload
+      log(`login overload: ${o.connections} clients → ${o.loginsPerSec} logins/s served (p50 ${fmt(o.acceptedP50, 0)} ms), ` +
+        `${o.shedPerSec}/s shed with 503 + Retry-After in ${fmt(o.shedP50, 2)} ms (p99 ${fmt(o.shedP99, 2)} ms), ${o.unexpected} other errors`)
+    }
+    if (soak) log(`soak: RSS ${soak.rssBeforeMB} MB → ${soak.rssAfterMB} MB over ${settings.soakMinutes} min`)
+    log(`peak service RSS over the run: ${fmt(peakRss, 0)} MB`)
+  }
+
+  /** The targets of the performance issue, checked against what was measured. */
+  targets (db: DbKind, peakRss: number): Check[] {
+    const { scenarios, ceilings, storm, soak, growth } = this
+    const checks: Check[] = []
+    const scenario = (name: string) => scenarios.find((s) => s.name === name)
+    const health = scenario('health')
+    const list = scenario('tasks.list')
+    const spread = (s: ScenarioRow) => s.pairRatios !== undefined && s.pairRatios.length > 1 ? ` (pairs: ${s.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})` : ''
+    if (health?.ratio != null) {
+      checks.push(['GET /health ≥ 85 % of the framework ceiling', health.ratio >= 0.85, `${fmt(100 * health.ratio, 0)} %${spread(health)}` +
+        (health.ratioToSameHeaders === undefined ? '' : `; ${fmt(100 * health.ratioToSameHeaders, 0)} % of a bare route sending the same headers`)])
+    }
+    if (list?.ratio != null) checks.push(['GET /tasks ≥ 80 % of the database ceiling, no errors', list.ratio >= 0.8 && list.errors === 0, `${fmt(100 * list.ratio, 0)} %${spread(list)}, ${list.errors} errors`])
+    for (const s of scenarios) {
+      // A sub-millisecond route's tail is mostly the machine's and the load generator's: say
+      // what the bare ceiling of the same pair showed.
+      const c = s.ceiling === null ? undefined : ceilings[s.ceiling]
+      const beside = c !== undefined && c.p50 > 0 ? ` (${s.ceiling} ceiling in the same pair: ×${fmt(c.p99 / c.p50, 2)})` : ''
+      checks.push([`${s.name}: p99 ≤ 3 × p50, no errors`, s.p99 <= 3 * s.p50 && s.errors === 0, `×${fmt(s.p99 / s.p50, 2)}, ${s.errors} errors${beside}`])
+    }
+    if (storm) {
+      checks.push(['storm: GET /tasks p99 with ≤ 3 × without', storm.p99With <= 3 * storm.p99Without, `×${fmt(storm.p99With / storm.p99Without, 2)}`])
+      checks.push(['storm: event-loop delay p99 < 20 ms', storm.eventLoopP99 < 20, `${fmt(storm.eventLoopP99)} ms`])
+      if (storm.overload) {
+        const o = storm.overload
+        checks.push(['login overload: excess sign-ins shed with 503 in under 50 ms, no other errors', o.shedPerSec > 0 && o.shedP99 < 50 && o.unexpected === 0, `${o.shedPerSec}/s shed, p99 ${fmt(o.shedP99, 2)} ms`])
+      }
+    }
+    if (db === 'postgres') checks.push(['service RSS under load < 200 MB', peakRss < 200, `${fmt(peakRss, 0)} MB peak`])
+    if (soak) checks.push(['soak: no RSS growth (≤ +10 %)', soak.rssAfterMB <= soak.rssBeforeMB * 1.1, `${soak.rssBeforeMB} → ${soak.rssAfterMB} MB`])
+    const series = growth.filter((g) => g.userTasks === GROWTH_USER_TASKS)
+    if (series.length >= 2) {
+      const first = series[0]!
+      const last = series.at(-1)!
+      checks.push([`growth: p99 at ${last.totalTasks.toLocaleString('en')} ≤ 1.5 × p99 at ${first.totalTasks.toLocaleString('en')}`, last.p99 <= 1.5 * first.p99, `${fmt(first.p99)} → ${fmt(last.p99)} ms`])
+    }
+    return checks
+  }
+}
+
+export function printTargets (checks: Check[]): void {
+  log('\ntargets:')
+  for (const [what, ok, detail] of checks) log(`  ${ok ? 'met   ' : 'MISSED'}  ${what}: ${detail}`)
+}
+
+/** The service's crashes during the run, and the warnings and errors it logged. */
+export function printIncidents (unexpectedExits: string[], logged: Map<string, { count: number, example: string }>): void {
+  if (unexpectedExits.length > 0) {
+    log(`\nthe service ended unexpectedly ${unexpectedExits.length} time(s) and was restarted:`)
+    for (const message of unexpectedExits) log(`  ${message.trim().split('\n').join('\n  ')}`)
+  }
+  if (logged.size > 0) {
+    log('\nthe service logged (warn and above):')
+    for (const [key, entry] of [...logged.entries()].sort((a, b) => b[1].count - a[1].count).slice(0, 15)) {
+      log(`  ${String(entry.count).padStart(6)} × ${key}`)
+      log(`           e.g. ${entry.example.slice(0, 400)}`)
+    }
+  }
+}
