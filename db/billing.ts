@@ -1,11 +1,10 @@
 // Billing state in user_preferences, and the ledger of applied provider events. What an
-// event does to the state is decided in billing-rules.ts; this file reads and writes it.
+// event does to the state is decided in billing/rules.ts; this file reads and writes it.
 import { sql, type Kysely } from 'kysely'
 import type { Subscription } from '../schemas/billing.js'
-import { decideBillingEvent, planFor, type BillingEvent, type BillingState, type IgnoredBecause, type Version } from './billing-rules.js'
+import type { SubscriptionTarget } from '../billing/events.js'
+import { decideBillingEvent, planFor, type BillingEvent, type BillingState, type IgnoredBecause, type Version } from '../billing/rules.js'
 import type { Database, PreferencesRow } from './types.js'
-
-export { isLive, LIVE_STATUSES, planFor } from './billing-rules.js'
 
 export const toStoredSubscription = (row: PreferencesRow): Subscription => {
   const plan = row.plan as Subscription['plan']
@@ -43,6 +42,10 @@ export async function linkCustomer (db: Kysely<Database>, userId: string, custom
   return row.payment_customer_id ?? customerId
 }
 
+export async function isPaymentEventRecorded (db: Kysely<Database>, id: string): Promise<boolean> {
+  return (await db.selectFrom('payment_events').select('id').where('id', '=', id).executeTakeFirst()) !== undefined
+}
+
 /**
  * Records a provider event id. False when it was recorded before: the event was applied
  * already. Two concurrent deliveries race on the primary key, so exactly one wins.
@@ -55,8 +58,6 @@ export async function recordPaymentEvent (db: Kysely<Database>, event: { id: str
     .executeTakeFirst()
   return inserted !== undefined
 }
-
-export type SubscriptionTarget = { userId: string } | { customerId: string }
 
 export type ApplyResult =
   | { outcome: 'applied', userId: string, plan: string }
@@ -82,7 +83,7 @@ function billingStateOf (row: PreferencesRow): BillingState {
 
 /**
  * Applies a provider event to the stored subscription of the user it targets, as
- * billing-rules.ts decides (late and reordered deliveries end in one state). The row is
+ * billing/rules.ts decides (late and reordered deliveries end in one state). The row is
  * locked for the decision, so concurrent deliveries apply one after the other.
  */
 export async function applyBillingEvent (db: Kysely<Database>, target: SubscriptionTarget, event: BillingEvent): Promise<ApplyResult> {
@@ -98,7 +99,7 @@ export async function applyBillingEvent (db: Kysely<Database>, target: Subscript
   const plan = planFor(state.status)
   await db.updateTable('user_preferences')
     .set({
-      ...(event.kind === 'checkout-completed' && { payment_customer_id: event.customerId }),
+      ...(event.kind === 'checkout-completed' && { payment_customer_id: event.subscription.customerId }),
       payment_subscription_id: state.subscriptionId,
       payment_subscription_status: state.status,
       payment_price_id: state.priceId,

@@ -1,9 +1,9 @@
-// db/billing-rules.ts alone: whatever order the events of one subscription arrive in, the
+// billing/rules.ts alone: whatever order the events of one subscription arrive in, the
 // stored state ends the same (fast-check draws the events; every permutation is applied).
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
 import t from 'tap'
-import { decideBillingEvent, planFor, type BillingEvent, type BillingState } from '../db/billing-rules.js'
+import { decideBillingEvent, planFor, type BillingEvent, type BillingState } from '../billing/rules.js'
 
 const DAY = 86_400_000
 const BASE = Date.parse('2026-11-24T00:00:00Z')
@@ -46,6 +46,7 @@ function permutations<T> (items: T[]): T[][] {
 const at = fc.integer({ min: 1, max: 3 }).map((seconds) => new Date(BASE + seconds * 1000))
 const snapshot = (status: fc.Arbitrary<string>) => fc.record({
   id: fc.constant(SUBSCRIPTION),
+  customerId: fc.constant('cus_1'),
   status,
   priceId: fc.constantFrom('price_pro_monthly', 'price_pro_yearly'),
   currentPeriodEnd: fc.constantFrom(END, END + 5 * DAY).map((ms) => new Date(ms)),
@@ -54,7 +55,7 @@ const snapshot = (status: fc.Arbitrary<string>) => fc.record({
 const event: fc.Arbitrary<BillingEvent> = fc.oneof(
   fc.record({ kind: fc.constant('subscription-updated' as const), at, subscription: snapshot(fc.constantFrom('active', 'past_due')) }),
   fc.record({ kind: fc.constant('subscription-deleted' as const), at, subscription: snapshot(fc.constant('canceled')) }),
-  fc.record({ kind: fc.constant('checkout-completed' as const), at, subscription: snapshot(fc.constantFrom('active', 'past_due')), customerId: fc.constant('cus_1') }),
+  fc.record({ kind: fc.constant('checkout-completed' as const), at, subscription: snapshot(fc.constantFrom('active', 'past_due')) }),
   // A later paid invoice pays a later period.
   fc.integer({ min: 1, max: 3 }).map((seconds): BillingEvent => ({
     kind: 'invoice-paid', at: new Date(BASE + seconds * 1000), subscriptionId: SUBSCRIPTION, periodEnd: new Date(END + seconds * 30 * DAY)
@@ -83,7 +84,7 @@ t.test('an ended subscription is final: the end applies however late, and nothin
   const deletedEarlier: BillingEvent = {
     kind: 'subscription-deleted',
     at: new Date(BASE + 1000),
-    subscription: { id: SUBSCRIPTION, status: 'canceled', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END), cancelAtPeriodEnd: false }
+    subscription: { id: SUBSCRIPTION, customerId: 'cus_1', status: 'canceled', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END), cancelAtPeriodEnd: false }
   }
   const ended = [failedLater, deletedEarlier].reduce(apply, start)
   t.match(fields(ended), { plan: 'free', status: 'canceled' })
@@ -92,7 +93,7 @@ t.test('an ended subscription is final: the end applies however late, and nothin
 })
 
 t.test('invoices of another subscription, and subscription events of another while one is live, change nothing', async (t) => {
-  const other = { id: 'sub_1Other', status: 'active', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END), cancelAtPeriodEnd: false }
+  const other = { id: 'sub_1Other', customerId: 'cus_1', status: 'active', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END), cancelAtPeriodEnd: false }
   const later = new Date(BASE + 9000)
   t.same(decideBillingEvent(start, { kind: 'invoice-failed', at: later, subscriptionId: other.id }), { action: 'ignore', because: 'other-subscription' })
   t.same(decideBillingEvent(start, { kind: 'subscription-updated', at: later, subscription: other }), { action: 'ignore', because: 'other-subscription' })

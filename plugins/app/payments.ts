@@ -1,64 +1,60 @@
-// The one place that talks to the payment provider (Stripe). Provider failures become
-// 502 `Payment provider error`, logged with the provider's request id, never the key.
-// Without PAYMENT_SECRET_KEY, fastify.payments is null and billing routes answer 503.
+// The one place that talks to the payment provider (Stripe): one decorator, fastify.payments.
+// Provider failures become 502 `Payment provider error`, logged with the provider's request
+// id, never the key. Without PAYMENT_SECRET_KEY every method refuses with 503 `Billing is
+// not configured` (webhook verification also without PAYMENT_WEBHOOK_SECRET), and the rest
+// of the service runs.
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger } from 'fastify'
 import Stripe from 'stripe'
+import { fromStripeSubscription } from '../../billing/events.js'
+import type { ProviderSubscription } from '../../billing/rules.js'
 import { paymentPriceIds } from '../../schemas/config.js'
-import { BillingNotConfiguredError, PaymentProviderError } from '../../schemas/errors.js'
-
-/** What the service stores about a subscription, whatever the provider calls it. */
-export interface SubscriptionState {
-  subscriptionId: string
-  customerId: string
-  status: string
-  priceId: string | null
-  currentPeriodEnd: Date | null
-  cancelAtPeriodEnd: boolean
-}
+import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../../schemas/errors.js'
 
 export interface Payments {
+  /** Throws 503 `Billing is not configured` unless it is. */
+  ensureConfigured: () => void
   priceIds: readonly string[]
   createCustomer: (user: { id: string, email: string }) => Promise<string>
   createCheckoutSession: (args: { customerId: string, priceId: string, userId: string, successUrl: string, cancelUrl: string }) => Promise<{ url: string, sessionId: string }>
   createPortalSession: (customerId: string) => Promise<string>
-  retrieveSubscription: (subscriptionId: string) => Promise<SubscriptionState>
-  cancelAtPeriodEnd: (subscriptionId: string) => Promise<SubscriptionState>
+  retrieveSubscription: (subscriptionId: string) => Promise<ProviderSubscription>
+  cancelAtPeriodEnd: (subscriptionId: string) => Promise<ProviderSubscription>
   /** Ends the subscription now; one that is already gone at the provider counts as done. */
   cancelNow: (subscriptionId: string) => Promise<void>
   /** Makes a checkout session impossible to pay; one already completed or expired counts as done. */
   expireCheckoutSession: (sessionId: string) => Promise<void>
   /** Deletes the customer, which also cancels every subscription of theirs at once; one already gone counts as done. */
   deleteCustomer: (customerId: string) => Promise<void>
+  /**
+   * A webhook delivery's raw body, once its `stripe-signature` holds over the exact bytes
+   * and its timestamp is within the tolerance: 400 `Invalid signature` otherwise.
+   */
+  verifyWebhook: (rawBody: unknown, signatureHeader: unknown) => Buffer
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    payments: Payments | null
-    /** The payments client, or a 503 `Billing is not configured`. */
-    requirePayments: () => Payments
+    payments: Payments
   }
 }
 
-export const unixToDate = (seconds: number | null | undefined): Date | null =>
-  typeof seconds === 'number' ? new Date(seconds * 1000) : null
+const notConfigured = (): never => { throw new BillingNotConfiguredError() }
 
-/** A provider reference, expanded or not, as its id. */
-export const idOf = (value: string | { id: string } | null | undefined): string | null =>
-  value == null ? null : typeof value === 'string' ? value : value.id
-
-export function toSubscriptionState (subscription: Stripe.Subscription): SubscriptionState {
-  // In this API version the period lives on the subscription items.
-  const item = subscription.items?.data?.[0]
-  return {
-    subscriptionId: subscription.id,
-    customerId: idOf(subscription.customer) ?? '',
-    status: subscription.status,
-    priceId: item?.price?.id ?? null,
-    currentPeriodEnd: unixToDate(item?.current_period_end),
-    cancelAtPeriodEnd: subscription.cancel_at_period_end ?? false
-  }
+/** What fastify.payments is without PAYMENT_SECRET_KEY: every use is a 503. */
+const UNCONFIGURED: Payments = {
+  ensureConfigured: notConfigured,
+  priceIds: [],
+  createCustomer: notConfigured,
+  createCheckoutSession: notConfigured,
+  createPortalSession: notConfigured,
+  retrieveSubscription: notConfigured,
+  cancelAtPeriodEnd: notConfigured,
+  cancelNow: notConfigured,
+  expireCheckoutSession: notConfigured,
+  deleteCustomer: notConfigured,
+  verifyWebhook: notConfigured
 }
 
 function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNetworkRetries: number): Stripe.StripeConfig {
@@ -89,15 +85,16 @@ async function call<T> (log: FastifyBaseLogger, operation: string, fn: () => Pro
 export default fp(async function payments (fastify) {
   const { config, log } = fastify
   if (!config.PAYMENT_SECRET_KEY) {
-    fastify.decorate('payments', null)
-    fastify.decorate('requirePayments', () => { throw new BillingNotConfiguredError() })
+    fastify.decorate('payments', UNCONFIGURED)
     return
   }
   const stripe = new Stripe(config.PAYMENT_SECRET_KEY,
     stripeClientOptions(config.PAYMENT_API_URL, config.PAYMENT_TIMEOUT_MS, config.PAYMENT_MAX_RETRIES))
   const appUrl = config.APP_URL.replace(/\/+$/, '')
+  const webhookSecret = config.PAYMENT_WEBHOOK_SECRET
 
   const client: Payments = {
+    ensureConfigured: () => {},
     priceIds: paymentPriceIds(config),
 
     createCustomer: (user) => call(log, 'customers.create', async () => {
@@ -129,10 +126,10 @@ export default fp(async function payments (fastify) {
     }),
 
     retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () =>
-      toSubscriptionState(await stripe.subscriptions.retrieve(subscriptionId))),
+      fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))),
 
     cancelAtPeriodEnd: (subscriptionId) => call(log, 'subscriptions.update', async () =>
-      toSubscriptionState(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
+      fromStripeSubscription(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
 
     cancelNow: (subscriptionId) => call(log, 'subscriptions.cancel', async () => {
       try {
@@ -162,27 +159,21 @@ export default fp(async function payments (fastify) {
         if (isMissing(err)) return
         throw err
       }
-    })
+    }),
+
+    verifyWebhook: (rawBody, signatureHeader) => {
+      if (webhookSecret === undefined) throw new BillingNotConfiguredError()
+      if (typeof signatureHeader !== 'string' || !Buffer.isBuffer(rawBody)) throw new InvalidSignatureError()
+      try {
+        verifyWebhookSignature(rawBody, signatureHeader, webhookSecret)
+      } catch {
+        throw new InvalidSignatureError()
+      }
+      return rawBody
+    }
   }
   fastify.decorate('payments', client)
-  fastify.decorate('requirePayments', () => client)
 }, { name: 'payments' })
-
-/**
- * Stops everything the provider could bill a deleted account for: its open checkout can
- * no longer be paid, and its customer is deleted, which cancels every subscription of it
- * (also one a webhook has not told us of yet). Without a customer, a live subscription is
- * cancelled on its own. Throws (502) on a provider failure, before anything of ours is deleted.
- */
-export async function closeBillingAccount (payments: Payments, account: {
-  customerId: string | null
-  liveSubscriptionId: string | null
-  openCheckoutSessionId: string | null
-}): Promise<void> {
-  if (account.openCheckoutSessionId !== null) await payments.expireCheckoutSession(account.openCheckoutSessionId)
-  if (account.customerId !== null) await payments.deleteCustomer(account.customerId)
-  else if (account.liveSubscriptionId !== null) await payments.cancelNow(account.liveSubscriptionId)
-}
 
 /** How far a webhook's signed timestamp may be from our clock, either way. */
 export const WEBHOOK_TOLERANCE_SECONDS = 300

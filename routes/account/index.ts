@@ -1,8 +1,6 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { isLive } from '../../db/billing.js'
-import { getOrCreatePreferences } from '../../db/preferences.js'
-import { closeBillingAccount } from '../../plugins/app/payments.js'
+import { closeBillingAccount } from '../../billing/service.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
@@ -81,14 +79,8 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Success(Type.Object({ deleted: Type.Literal(true) })), ...errorResponses(502) }
     }
   }, async (request, reply) => {
-    const preferences = await getOrCreatePreferences(db, request.user.id)
-    const account = {
-      customerId: preferences.payment_customer_id,
-      liveSubscriptionId: isLive(preferences.payment_subscription_status) ? preferences.payment_subscription_id : null,
-      openCheckoutSessionId: preferences.payment_checkout_session_id
-    }
     // Stop billing before the record of who to bill disappears.
-    if (Object.values(account).some((id) => id !== null)) await closeBillingAccount(fastify.requirePayments(), account)
+    await closeBillingAccount({ db, payments: fastify.payments, log: request.log }, request.user.id)
     // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
     await deleteUser(db, request.user.id)
     fastify.clearAuthCookie(reply)

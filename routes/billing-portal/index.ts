@@ -1,9 +1,8 @@
 // The provider's customer portal (payment methods, invoices, plan changes).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { getOrCreatePreferences } from '../../db/preferences.js'
+import { openBillingPortal } from '../../billing/service.js'
 import { RedirectUrl } from '../../schemas/billing.js'
 import { errorResponses, Success } from '../../schemas/common.js'
-import { NoBillingAccountError } from '../../schemas/errors.js'
 
 const billingPortal: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('', {
@@ -15,10 +14,8 @@ const billingPortal: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Success(RedirectUrl), ...errorResponses(404, 502) }
     }
   }, async (request) => {
-    const payments = fastify.requirePayments()
-    const { payment_customer_id: customerId } = await getOrCreatePreferences(fastify.db, request.user.id)
-    if (customerId === null) throw new NoBillingAccountError()
-    return { success: true as const, data: { url: await payments.createPortalSession(customerId) } }
+    const url = await openBillingPortal({ db: fastify.db, payments: fastify.payments, log: request.log }, request.user.id)
+    return { success: true as const, data: { url } }
   })
 }
 

@@ -1,13 +1,11 @@
 // The caller's subscription, from the stored record; cancellation at period end.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { isLive, storeCancelAtPeriodEnd, toStoredSubscription } from '../../db/billing.js'
-import { getOrCreatePreferences } from '../../db/preferences.js'
+import { cancelAtPeriodEnd, storedSubscription } from '../../billing/service.js'
 import { SubscriptionResponse } from '../../schemas/billing.js'
 import { errorResponses, ref } from '../../schemas/common.js'
-import { NoActiveSubscriptionError } from '../../schemas/errors.js'
 
 const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db } = fastify
+  const { db, payments } = fastify
 
   fastify.get('', {
     schema: {
@@ -17,10 +15,7 @@ const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'From the stored record (kept current by the provider\'s webhooks); nulls on the free plan.',
       response: { 200: ref(SubscriptionResponse) }
     }
-  }, async (request) => {
-    fastify.requirePayments()
-    return { success: true as const, data: toStoredSubscription(await getOrCreatePreferences(db, request.user.id)) }
-  })
+  }, async (request) => ({ success: true as const, data: await storedSubscription({ db, payments, log: request.log }, request.user.id) }))
 
   fastify.delete('', {
     schema: {
@@ -30,15 +25,7 @@ const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'The user keeps what they paid for until `currentPeriodEnd`; then the provider ends the subscription and the plan becomes free.',
       response: { 200: ref(SubscriptionResponse), ...errorResponses(404, 502) }
     }
-  }, async (request) => {
-    const payments = fastify.requirePayments()
-    const preferences = await getOrCreatePreferences(db, request.user.id)
-    const subscriptionId = preferences.payment_subscription_id
-    if (subscriptionId === null || !isLive(preferences.payment_subscription_status)) throw new NoActiveSubscriptionError()
-    const state = await payments.cancelAtPeriodEnd(subscriptionId)
-    const stored = await storeCancelAtPeriodEnd(db, request.user.id, state)
-    return { success: true as const, data: toStoredSubscription(stored) }
-  })
+  }, async (request) => ({ success: true as const, data: await cancelAtPeriodEnd({ db, payments, log: request.log }, request.user.id) }))
 }
 
 export default subscription

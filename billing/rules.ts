@@ -1,4 +1,5 @@
-// What a provider event does to the stored subscription: pure rules, no SQL, no HTTP.
+// What a provider event does to the stored subscription: pure rules, no SQL, no HTTP
+// (billing/service.ts applies them).
 // Stripe delivers events late, twice and in any order (its dunning sends the last failed
 // invoice and the deletion in the same second, either way round); these rules make every
 // delivery order of the same events end in the same state:
@@ -29,9 +30,10 @@ export const isEnded = (status: string | null): boolean => (ENDED_STATUSES as re
 /** Plan is `pro` while the subscription is live, else `free`. */
 export const planFor = (status: string | null): 'pro' | 'free' => isLive(status) ? 'pro' : 'free'
 
-/** A subscription as the provider describes it at one moment. */
-export interface SubscriptionSnapshot {
+/** A subscription as the provider describes it at one moment (billing/events.ts maps Stripe's). */
+export interface ProviderSubscription {
   id: string
+  customerId: string
   status: string
   priceId: string | null
   currentPeriodEnd: Date | null
@@ -40,8 +42,7 @@ export interface SubscriptionSnapshot {
 
 /** A provider event, in our terms; `at` is the provider's `created` time. */
 export type BillingEvent =
-  | { kind: 'checkout-completed', at: Date, subscription: SubscriptionSnapshot, customerId: string }
-  | { kind: 'subscription-updated' | 'subscription-deleted', at: Date, subscription: SubscriptionSnapshot }
+  | { kind: 'checkout-completed' | 'subscription-updated' | 'subscription-deleted', at: Date, subscription: ProviderSubscription }
   | { kind: 'invoice-paid', at: Date, subscriptionId: string, periodEnd: Date | null }
   | { kind: 'invoice-failed', at: Date, subscriptionId: string }
 
@@ -118,7 +119,7 @@ function otherSubscription (stored: BillingState, event: BillingEvent): Decision
   return { action: 'apply', state: { ...fieldsOf(event.subscription), statusVersion: version, periodEndVersion: version, termsVersion: version } }
 }
 
-function subscriptionEvent (stored: BillingState, event: Extract<BillingEvent, { subscription: SubscriptionSnapshot }>): Decision {
+function subscriptionEvent (stored: BillingState, event: Extract<BillingEvent, { subscription: ProviderSubscription }>): Decision {
   const version = versionOf(event)
   const snapshot = event.subscription
   if (isEnded(snapshot.status)) {
@@ -159,7 +160,7 @@ function invoiceEvent (stored: BillingState, event: Extract<BillingEvent, { subs
   return state.statusVersion === version || state.periodEndVersion === version ? { action: 'apply', state } : ignore('stale')
 }
 
-function fieldsOf (snapshot: SubscriptionSnapshot) {
+function fieldsOf (snapshot: ProviderSubscription) {
   return {
     subscriptionId: snapshot.id,
     status: snapshot.status,

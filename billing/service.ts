@@ -1,0 +1,162 @@
+// Billing, as the routes ask for it: provider events applied exactly once, checkout, the
+// portal, cancellation, and closing an account's billing. It joins the provider client
+// (fastify.payments), the rules (billing/rules.ts), the meaning of provider events
+// (billing/events.ts) and the stored state (db/billing.ts); routes stay HTTP only.
+import type { FastifyBaseLogger } from 'fastify'
+import type { Kysely } from 'kysely'
+import type Stripe from 'stripe'
+import {
+  applyBillingEvent, forgetCheckoutSession, isPaymentEventRecorded, linkCustomer, recordPaymentEvent,
+  replaceOpenCheckoutSession, storeCancelAtPeriodEnd, toStoredSubscription
+} from '../db/billing.js'
+import { getOrCreatePreferences } from '../db/preferences.js'
+import type { Database } from '../db/types.js'
+import { recordUsageEvent } from '../db/usage-events.js'
+import type { Payments } from '../plugins/app/payments.js'
+import type { Subscription } from '../schemas/billing.js'
+import { NoActiveSubscriptionError, NoBillingAccountError, SubscriptionAlreadyActiveError } from '../schemas/errors.js'
+import { isHandled, meaningOf, type SubscriptionTarget } from './events.js'
+import { isLive, type BillingEvent } from './rules.js'
+
+export interface BillingContext {
+  db: Kysely<Database>
+  payments: Payments
+  log: FastifyBaseLogger
+}
+
+interface Planned { target: SubscriptionTarget, event: BillingEvent, checkoutSessionId: string | null }
+
+/**
+ * Applies a provider event whose signature and shape were checked: once (its id is recorded
+ * in the transaction of its effect, so a redelivery, or two racing on two instances, changes
+ * nothing more), in any order (billing/rules.ts). A failure records nothing, so the
+ * provider's retry applies it later.
+ */
+export async function applyProviderEvent ({ db, payments, log }: BillingContext, event: Stripe.Event): Promise<void> {
+  if (!isHandled(event)) {
+    log.info('webhook event type not handled: ignored')
+    return
+  }
+  // Cheap early exit for redeliveries; the insert below is what settles a race.
+  if (await isPaymentEventRecorded(db, event.id)) {
+    log.info('webhook event already applied')
+    return
+  }
+  const meaning = meaningOf(event)
+  let planned: Planned | null = null
+  if (meaning.kind === 'apply') {
+    planned = { target: meaning.target, event: meaning.event, checkoutSessionId: null }
+  } else if (meaning.kind === 'checkout') {
+    const subscription = await payments.retrieveSubscription(meaning.subscriptionId)
+    planned = {
+      target: { userId: meaning.userId },
+      event: { kind: 'checkout-completed', at: meaning.at, subscription: { ...subscription, customerId: meaning.customerId ?? subscription.customerId } },
+      checkoutSessionId: meaning.checkoutSessionId
+    }
+  } else {
+    log.warn({ why: meaning.why }, 'webhook event with nothing to apply: recorded')
+  }
+  await db.transaction().execute(async (tx) => {
+    if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return
+    if (planned !== null) await applyPlanned({ db: tx, payments, log }, planned)
+  })
+}
+
+/**
+ * Applies a planned event in the transaction that records it. The provider calls it may
+ * need (a subscription nobody may be billed for is cancelled) are made here too: should one
+ * fail, nothing is recorded and the provider's retry of the event tries again.
+ */
+async function applyPlanned ({ db, payments, log }: BillingContext, { target, event, checkoutSessionId }: Planned): Promise<void> {
+  const result = await applyBillingEvent(db, target, event)
+  if (checkoutSessionId !== null && 'userId' in target) await forgetCheckoutSession(db, target.userId, checkoutSessionId)
+  switch (result.outcome) {
+    case 'unknown':
+      if (event.kind === 'checkout-completed') {
+        log.warn({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists: cancelling its subscription')
+        await payments.cancelNow(event.subscription.id)
+      } else {
+        log.warn({ target }, 'webhook event for an unknown customer: recorded, nothing changed')
+      }
+      return
+    case 'second-subscription':
+      log.warn({ userId: result.userId, subscriptionId: result.subscriptionId }, 'checkout completed a second subscription while one is live: cancelling it')
+      await payments.cancelNow(result.subscriptionId)
+      return
+    case 'ignored':
+      log.info({ because: result.because }, 'webhook event changes nothing: recorded')
+      return
+    case 'applied':
+      if (event.kind === 'checkout-completed' && result.plan === 'pro') {
+        await recordUsageEvent(db, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
+      }
+  }
+}
+
+/**
+ * A hosted checkout for the user, on a price already checked: 409 while a subscription is
+ * live. The provider customer is created once and stored before the session. Of the user's
+ * checkouts only the newest can be paid: the one it replaces (opened earlier, or by a
+ * concurrent request) is expired. Should that fail, the new session still stands: the
+ * webhook cancels a second subscription if the old one is paid after all.
+ */
+export async function startCheckout (
+  { db, payments, log }: BillingContext,
+  user: { id: string, email: string },
+  session: { priceId: string, successUrl: string, cancelUrl: string }
+): Promise<{ url: string, sessionId: string }> {
+  payments.ensureConfigured()
+  const preferences = await getOrCreatePreferences(db, user.id)
+  if (isLive(preferences.payment_subscription_status)) throw new SubscriptionAlreadyActiveError()
+  const customerId = preferences.payment_customer_id ??
+    await linkCustomer(db, user.id, await payments.createCustomer({ id: user.id, email: user.email }))
+  const opened = await payments.createCheckoutSession({ customerId, userId: user.id, ...session })
+  const previous = await replaceOpenCheckoutSession(db, user.id, opened.sessionId)
+  if (previous !== null) {
+    await payments.expireCheckoutSession(previous).catch((err: unknown) => {
+      log.warn({ err, checkoutSessionId: previous }, 'could not expire the previous checkout session')
+    })
+  }
+  return opened
+}
+
+/** The provider's billing portal for the user; 404 before they have a provider customer. */
+export async function openBillingPortal ({ db, payments }: BillingContext, userId: string): Promise<string> {
+  payments.ensureConfigured()
+  const { payment_customer_id: customerId } = await getOrCreatePreferences(db, userId)
+  if (customerId === null) throw new NoBillingAccountError()
+  return payments.createPortalSession(customerId)
+}
+
+/** The stored subscription (the webhooks keep it current); no provider call. */
+export async function storedSubscription ({ db, payments }: BillingContext, userId: string): Promise<Subscription> {
+  payments.ensureConfigured()
+  return toStoredSubscription(await getOrCreatePreferences(db, userId))
+}
+
+/** Cancels at the end of the paid period; 404 without a live subscription. */
+export async function cancelAtPeriodEnd ({ db, payments }: BillingContext, userId: string): Promise<Subscription> {
+  payments.ensureConfigured()
+  const preferences = await getOrCreatePreferences(db, userId)
+  const subscriptionId = preferences.payment_subscription_id
+  if (subscriptionId === null || !isLive(preferences.payment_subscription_status)) throw new NoActiveSubscriptionError()
+  const subscription = await payments.cancelAtPeriodEnd(subscriptionId)
+  return toStoredSubscription(await storeCancelAtPeriodEnd(db, userId, subscription))
+}
+
+/**
+ * Before an account is deleted: stops everything the provider could bill it for. Its open
+ * checkout can no longer be paid, and its customer is deleted, which cancels every
+ * subscription of it (also one a webhook has not told us of yet); without a customer, a
+ * live subscription is cancelled on its own. A provider failure throws (502) before
+ * anything of ours is deleted. An account that never touched billing needs no provider.
+ */
+export async function closeBillingAccount ({ db, payments }: BillingContext, userId: string): Promise<void> {
+  const preferences = await getOrCreatePreferences(db, userId)
+  const customerId = preferences.payment_customer_id
+  const liveSubscriptionId = isLive(preferences.payment_subscription_status) ? preferences.payment_subscription_id : null
+  const openCheckoutSessionId = preferences.payment_checkout_session_id
+  if (openCheckoutSessionId !== null) await payments.expireCheckoutSession(openCheckoutSessionId)
+  if (customerId !== null) await payments.deleteCustomer(customerId)
+  else if (liveSubscriptionId !== null) await payments.cancelNow(liveSubscriptionId)
+}
