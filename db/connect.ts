@@ -47,7 +47,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     const prepared = options.preparedStatements ?? true
     // pg emits 'error' on a client whose connection dies while no query is running;
     // the pool listens only while the client is idle. One dropped connection at the
-    // wrong moment would otherwise crash the process (found by test/faults.test.ts).
+    // wrong moment would otherwise crash the process (found by test/integration/faults.test.ts).
     class ServiceClient extends pg.Client {
       constructor (config?: string | pg.ClientConfig) {
         super(config)

@@ -1,5 +1,5 @@
 // The node flags production starts the service with: those of `npm start` in package.json,
-// which the Dockerfile repeats (test/server.test.ts checks they agree). The benchmark and
+// which the Dockerfile repeats (test/integration/server.test.ts checks they agree). The benchmark and
 // the tests that run server.ts as a process start it with the same flags, so what they
 // measure is what runs.
 //

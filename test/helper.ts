@@ -1,20 +1,31 @@
 // Builds the real app for a test file, with the same server options as server.ts and
 // a database of its own: a copy of the migrated PGlite template, or a fresh database
 // on the PostgreSQL server named by DATABASE_URL.
-import { randomUUID } from 'node:crypto'
-import { cp, mkdtemp, rm } from 'node:fs/promises'
+import { randomInt, randomUUID } from 'node:crypto'
+import { execFile } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { promisify } from 'node:util'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
 import fp from 'fastify-plugin'
 import pg from 'pg'
+import tap from 'tap'
 import serviceApp from '../app.js'
 import { serverOptions } from '../server-options.js'
 import { loadConfig, type AppConfig } from '../schemas/config.js'
 import { enforceContract } from './contract.js'
 import { templateDataDir } from './paths.js'
 
+// Test files run under tsx (package.json "tap"): autoload must load the .ts plugins and routes.
+process.env.FASTIFY_AUTOLOAD_TYPESCRIPT ??= '1'
+
 export const TEST_SECRET = 'test-secret-that-is-long-enough-0123456789'
+
+const execFileAsync = promisify(execFile)
+// Test databases live in memory where the system has a RAM disk: copied and written faster.
+const scratchDir = existsSync('/dev/shm') ? '/dev/shm' : tmpdir()
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
@@ -48,8 +59,9 @@ export async function serverDatabase (t: Teardown, prefix = 'test'): Promise<Ser
 /** A database for one test file; removed at teardown. */
 export async function testDatabaseEnv (t: Teardown): Promise<Record<string, string>> {
   if (process.env.DATABASE_URL) return { DATABASE_URL: (await serverDatabase(t)).url.toString() }
-  const dataDir = await mkdtemp(join(tmpdir(), 'tsb-test-'))
-  await cp(templateDataDir(), dataDir, { recursive: true })
+  const dataDir = await mkdtemp(join(scratchDir, 'tsb-test-'))
+  // cp(1): a tenth of the time of fs.cp for the template's thousand small files.
+  await execFileAsync('cp', ['-R', `${templateDataDir()}/.`, dataDir])
   t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   return { DATA_DIR: dataDir }
 }
@@ -60,10 +72,12 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {})
     LOG_LEVEL: 'silent',
     AUTH_JWT_SECRET: TEST_SECRET,
     // Most files register many users from one address, and a busy CI machine must not shed
-    // their requests; test/hardening.test.ts turns the limits and load shedding on.
+    // their requests; test/rate-limits.test.ts and test/shedding.test.ts turn the limits and load shedding on.
     RATE_LIMIT_MAX: '0',
     AUTH_RATE_LIMIT_MAX: '0',
     MAX_EVENT_LOOP_DELAY_MS: '0',
+    // A 4-round hash takes ~1 ms; files that test the cost itself set 12 again.
+    BCRYPT_ROUNDS: '4',
     ...await testDatabaseEnv(t),
     ...env
   })
@@ -82,6 +96,30 @@ export async function build (t: Teardown, env: Record<string, string> = {}, conf
   enforceContract(app)
   return app
 }
+
+const sharedApps = new Map<string, Promise<FastifyInstance>>()
+
+/**
+ * One app per distinct setting for the whole test file, closed when the file ends: tests
+ * that need the same configuration share it instead of building their own (a build costs
+ * a database copy and a second or so). Tests sharing one must not depend on its state.
+ */
+export function sharedApp (env: Record<string, string> = {}): Promise<FastifyInstance> {
+  const key = JSON.stringify(Object.entries(env).sort())
+  let app = sharedApps.get(key)
+  if (app === undefined) {
+    app = build(tap, env)
+    sharedApps.set(key, app)
+  }
+  return app
+}
+
+/** A client address of its own, so tests (and parallel runs sharing Redis) never share rate-limit counters. */
+export const randomAddress = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
+
+/** A sign-in with a wrong password from `remoteAddress`. */
+export const failedLogin = (app: FastifyInstance, email: string, remoteAddress: string, headers: Record<string, string> = {}) =>
+  app.inject({ method: 'POST', url: '/auth/login', remoteAddress, headers, payload: { email, password: 'not the password' } })
 
 export const uniqueEmail = (label = 'user') => `${label}-${randomUUID().slice(0, 8)}@example.com`
 

@@ -2,15 +2,13 @@
 // Node's HTTP parser, the server's timers and its connection count): answers given before
 // any route runs are the envelope with the security headers and never echo the request
 // (issue 12 row 13); every request's time and the number of connections are bounded (row 7).
-import { once } from 'node:events'
-import { connect, type Socket } from 'node:net'
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import { SECURITY_HEADERS } from '../plugins/response-headers.js'
 import { serverOptions } from '../server-options.js'
 import { loadConfig } from '../schemas/config.js'
-import { build, testDatabaseEnv, TEST_SECRET } from './helper.js'
-import { freePort, startServer, waitUntilUp } from './process.js'
+import { build, TEST_SECRET } from './helper.js'
+import { exchange as exchangeWith, nextResponse, open as openTo, parse, within, type Answer } from './raw-http.js'
 
 const REQUEST_TIMEOUT_MS = 1000
 const MAX_CONNECTIONS = 3
@@ -18,60 +16,8 @@ const MAX_CONNECTIONS = 3
 const app = await build(t, { REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), MAX_CONNECTIONS: String(MAX_CONNECTIONS) })
 await app.listen({ port: 0, host: '127.0.0.1' })
 const { port } = app.server.address() as { port: number }
-
-interface Answer { status: number, headers: Record<string, string>, body: string, raw: string }
-
-function parse (raw: string): Answer {
-  const end = raw.indexOf('\r\n\r\n')
-  const [statusLine = '', ...lines] = raw.slice(0, end === -1 ? raw.length : end).split('\r\n')
-  const headers: Record<string, string> = {}
-  for (const line of lines) {
-    const colon = line.indexOf(':')
-    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
-  }
-  return { status: Number(/^HTTP\/1\.1 (\d{3})/.exec(statusLine)?.[1] ?? 0), headers, body: end === -1 ? '' : raw.slice(end + 4), raw }
-}
-
-/** A connection whose received bytes are collected; `closed` settles when the server ends it. */
-interface Connection { socket: Socket, received: () => string, closed: Promise<number> }
-
-async function open (to = port): Promise<Connection> {
-  const socket = connect({ port: to, host: '127.0.0.1' })
-  let data = ''
-  socket.setEncoding('latin1')
-  socket.on('data', (chunk: string) => { data += chunk })
-  socket.on('error', () => {})
-  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())))
-  await once(socket, 'connect')
-  return { socket, received: () => data, closed }
-}
-
-/** Resolves with the value, or with `undefined` once `ms` have passed. */
-const within = <T>(promise: Promise<T>, ms: number): Promise<T | undefined> =>
-  Promise.race([promise, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms))])
-
-/** Sends one request in one write and reads until the server closes the connection. */
-async function exchange (request: string): Promise<Answer> {
-  const conn = await open()
-  conn.socket.write(request)
-  const closedAt = await within(conn.closed, 5000)
-  conn.socket.destroy()
-  if (closedAt === undefined) throw new Error(`no close within 5 s; received: ${conn.received().slice(0, 300)}`)
-  return parse(conn.received())
-}
-
-/** Reads one response off a kept-alive connection (headers plus content-length bytes of body). */
-async function nextResponse (conn: Connection, from: number, ms = 5000): Promise<Answer | undefined> {
-  const deadline = Date.now() + ms
-  while (Date.now() < deadline) {
-    const raw = conn.received().slice(from)
-    const answer = parse(raw)
-    const length = Number(answer.headers['content-length'] ?? NaN)
-    if (raw.includes('\r\n\r\n') && Buffer.byteLength(answer.body, 'latin1') >= length) return answer
-    await new Promise((resolve) => setTimeout(resolve, 20))
-  }
-  return undefined
-}
+const open = () => openTo(port)
+const exchange = (request: string) => exchangeWith(port, request)
 
 /** What each refusal answers: status, `error`, `code`. */
 const REFUSALS = {
@@ -144,26 +90,6 @@ t.test('a request trickled slower than REQUEST_TIMEOUT_MS is cut within it, with
     t.ok(elapsed >= REQUEST_TIMEOUT_MS - 50 && elapsed < REQUEST_TIMEOUT_MS + 1000, `${label}: within the setting (${elapsed} ms for ${REQUEST_TIMEOUT_MS} ms)`)
     assertEnvelope(t, parse(conn.received()), 'REQUEST_TIMEOUT', label)
   }
-})
-
-t.test('server.ts cuts a trickled body as well; the log says so at info, not as a database failure', async (t) => {
-  const serverPort = await freePort()
-  const server = startServer({ PORT: String(serverPort), AUTH_JWT_SECRET: TEST_SECRET, REQUEST_TIMEOUT_MS: String(REQUEST_TIMEOUT_MS), ...await testDatabaseEnv(t) })
-  t.teardown(() => { server.child.kill('SIGKILL') })
-  await waitUntilUp(server)
-  const conn = await open(serverPort)
-  conn.socket.write('POST /auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{')
-  const trickle = setInterval(() => { if (conn.socket.writable) conn.socket.write(' ') }, 200)
-  const closedAt = await within(conn.closed, REQUEST_TIMEOUT_MS + 3000)
-  clearInterval(trickle)
-  conn.socket.destroy()
-  t.ok(closedAt !== undefined, 'cut')
-  t.equal(parse(conn.received()).status, 408, 'answered 408')
-  server.child.kill('SIGTERM')
-  t.equal(await server.exited, 0, 'exits cleanly')
-  const lines = server.output().trim().split('\n').map((line) => JSON.parse(line) as { level: number, msg: string, code?: string })
-  t.ok(lines.some((l) => l.level === 30 && l.code === 'REQUEST_TIMEOUT'), 'the cut is logged at info')
-  t.same(lines.filter((l) => l.level >= 50).map((l) => l.msg), [], 'nothing at error level (the aborted body is no database failure)')
 })
 
 t.test('a normal request is unaffected; a kept-alive connection may idle longer than REQUEST_TIMEOUT_MS between requests', async (t) => {

@@ -1,7 +1,8 @@
-// Password hashing: bcrypt with 12 rounds (spec §8), in a bounded pool of worker threads
+// Password hashing: bcrypt with BCRYPT_ROUNDS (12, spec §8), in a bounded pool of worker threads
 // so sign-ins never stall the event loop. A full queue answers 503 at once instead of
 // piling up. Login compares against a dummy hash when the email is unknown, so both
 // failures cost the same.
+import { randomBytes } from 'node:crypto'
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
@@ -9,12 +10,11 @@ import { Piscina } from 'piscina'
 import { BusyError } from '../../schemas/errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
-export const BCRYPT_ROUNDS = 12
 const SHED_WARNING_INTERVAL_MS = 10_000
 // piscina's refusals: the queue is full, or (BCRYPT_QUEUE_MAX=0) there is none and every thread is busy.
 const QUEUE_FULL = new Set(['Task queue is at limit', 'No task queue available and all Workers are busy'])
-// A valid 12-round hash of a random string nobody knows.
-const DUMMY_HASH = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
+// A valid 12-round hash of a random string nobody knows; at another cost one is made at start.
+const DUMMY_HASH_12 = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
 
 export interface Passwords {
   /** Throws BusyError (503) when the pool can take no more work: call it before any other
@@ -75,13 +75,19 @@ export default fp(async function passwords (fastify) {
     }
   }
 
+  // The dummy must cost what a real hash costs, or an unknown email answers faster; at
+  // another cost than 12 it is made by the first sign-in that needs it.
+  const rounds = fastify.config.BCRYPT_ROUNDS
+  let dummyHash: Promise<string> | undefined = rounds === 12 ? Promise.resolve(DUMMY_HASH_12) : undefined
+  const dummy = () => (dummyHash ??= run<string>({ op: 'hash', password: randomBytes(18).toString('base64'), rounds }))
+
   fastify.decorate('passwords', {
     admit () {
       if (inPool >= capacity) throw busy()
     },
-    hash: (password: string) => run<string>({ op: 'hash', password, rounds: BCRYPT_ROUNDS }),
+    hash: (password: string) => run<string>({ op: 'hash', password, rounds }),
     async verify (password: string, hash: string | undefined) {
-      const matches = await run<boolean>({ op: 'compare', password, hash: hash ?? DUMMY_HASH })
+      const matches = await run<boolean>({ op: 'compare', password, hash: hash ?? await dummy() })
       return matches && hash !== undefined
     }
   } satisfies Passwords)

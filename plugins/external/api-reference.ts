@@ -2,7 +2,7 @@
 // service's own OpenAPI document (GET /openapi.json, i.e. fastify.swagger()). It works
 // offline: the page's one script is Scalar's bundle from the npm package, served by us at
 // /docs/js/scalar.js; web fonts, telemetry, the hosted AI agent and MCP links are off, and
-// the page's CSP lets it load nothing from any other host. test/browser/docs.browser.ts
+// the page's CSP lets it load nothing from any other host. test/integration/docs-browser.test.ts
 // checks all of this in Chromium.
 //
 // Why Scalar and not @fastify/swagger-ui: our bodies are envelopes whose shape depends on

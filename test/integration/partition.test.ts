@@ -4,9 +4,9 @@
 // DATABASE_URL's server, or the local one, whichever database the suite runs on.
 import t from 'tap'
 import { sql } from 'kysely'
-import { isDatabaseUnavailable } from '../db/connect.js'
-import { loadConfig } from '../schemas/config.js'
-import { build, json, registerUser, serverDatabase, TEST_SECRET } from './helper.js'
+import { isDatabaseUnavailable } from '../../db/connect.js'
+import { loadConfig } from '../../schemas/config.js'
+import { build, json, registerUser, serverDatabase, TEST_SECRET } from '../helper.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const STATEMENT_TIMEOUT_MS = 1000

@@ -2,11 +2,9 @@
 // Chromium driven by playwright-core. The page must render every task and billing
 // operation of the document, load nothing from any host but ours (no CDN, fonts or
 // telemetry), break no Content-Security-Policy rule, and send a request from its
-// built-in client. Screenshots go to test/browser/docs.png and docs-request.png.
+// built-in client. Screenshots go to test/integration/docs.png and docs-request.png.
 //
-// Not part of `npm test` (its include is test/**/*.test.ts): run it with
-//   tap test/browser/docs.browser.ts        (npm run test:browser)
-// It needs /usr/bin/chromium (`apt-get install chromium`), or CHROMIUM_PATH.
+// Part of `npm run test:integration`, not of `npm test`. It needs /usr/bin/chromium (`apt-get install chromium`), or CHROMIUM_PATH.
 import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -14,7 +12,7 @@ import { join } from 'node:path'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { ROOT } from '../paths.js'
-import { freePort, startServer, waitUntilUp } from '../process.js'
+import { freePort, startServer, waitUntilUp } from './process.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 const CHROMIUM_ARGS = [
@@ -22,8 +20,8 @@ const CHROMIUM_ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync'
 ]
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
-const SCREENSHOT = join(ROOT, 'test', 'browser', 'docs.png')
-const REQUEST_SCREENSHOT = join(ROOT, 'test', 'browser', 'docs-request.png')
+const SCREENSHOT = join(ROOT, 'test', 'integration', 'docs.png')
+const REQUEST_SCREENSHOT = join(ROOT, 'test', 'integration', 'docs-request.png')
 
 async function tempDir (t: Test, label: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `tsb-docs-${label}-`))

@@ -3,9 +3,9 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { productionNodeFlags } from '../scripts/start-command.js'
-import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
-import { ROOT } from './paths.js'
+import { productionNodeFlags } from '../../scripts/start-command.js'
+import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
+import { ROOT } from '../paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 t.test('the Dockerfile starts node with the flags of npm start', async (t) => {

@@ -2,9 +2,9 @@
 // nothing one instance needs lives only in the other's memory.
 import { randomInt, randomUUID } from 'node:crypto'
 import t from 'tap'
-import { build, json, registerUser, serverDatabase } from './helper.js'
-import { checkoutSessionCompleted, signedDelivery } from './stripe-events.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
+import { build, json, registerUser, serverDatabase } from '../helper.js'
+import { checkoutSessionCompleted, signedDelivery } from '../stripe-events.js'
+import { startStripeStandIn } from '../stripe-stand-in.js'
 
 const { url: databaseUrl } = await serverDatabase(t, 'scale')
 
@@ -56,4 +56,14 @@ t.test('the sign-in rate limit is shared through Redis', async (t) => {
     statuses.push((await app.inject({ method: 'POST', url: '/auth/login', remoteAddress, payload: { email: `${randomUUID()}@example.com`, password: 'whatever1' } })).statusCode)
   }
   t.same(statuses, [401, 401, 401, 401, 429])
+})
+
+t.test('failures per email are shared too: an address that failed on one instance waits on the other', async (t) => {
+  const address = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
+  const target = `shared-target-${randomUUID()}@example.com`
+  const login = (app: typeof a, remoteAddress: string) =>
+    app.inject({ method: 'POST', url: '/auth/login', remoteAddress, payload: { email: target, password: 'not the password' } })
+  const guessers = [address(), address(), address(), address()]
+  for (const guesser of guessers) t.equal((await login(a, guesser)).statusCode, 401)
+  t.equal((await login(b, guessers[0]!)).statusCode, 429)
 })

@@ -1,10 +1,10 @@
 // The typed example client (examples/client.ts, generated from openapi.json) against the
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
-import { walkthrough } from '../examples/client.js'
-import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
+import { walkthrough } from '../../examples/client.js'
+import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
+import { startStripeStandIn } from '../stripe-stand-in.js'
 
 t.test('register, sign in, create and list tasks, start a checkout through the generated client', async (t) => {
   const stripe = await startStripeStandIn()

@@ -3,8 +3,8 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
-import { productionNodeFlags } from '../scripts/start-command.js'
-import { ROOT } from './paths.js'
+import { productionNodeFlags } from '../../scripts/start-command.js'
+import { ROOT } from '../paths.js'
 
 export async function freePort (): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1')

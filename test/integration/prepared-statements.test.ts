@@ -4,8 +4,8 @@
 // DATABASE_URL's server, or the local one.)
 import { sql, type Kysely } from 'kysely'
 import t from 'tap'
-import type { Database } from '../db/types.js'
-import { build, json, registerUser, serverDatabase } from './helper.js'
+import type { Database } from '../../db/types.js'
+import { build, json, registerUser, serverDatabase } from '../helper.js'
 
 // One pooled connection, so the session the service prepared in is the one asked.
 const prepared = async (db: Kysely<Database>) =>

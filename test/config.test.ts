@@ -1,0 +1,33 @@
+// Configuration as loadConfig reads it: each bad value is one line naming the variable
+// (test/integration/server.test.ts checks that such a line stops the real process).
+import t from 'tap'
+import { ConfigError, loadConfig } from '../schemas/config.js'
+import { TEST_SECRET } from './helper.js'
+
+const refusal = (env: Record<string, string>): string => {
+  try {
+    loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, ...env })
+  } catch (err) {
+    if (err instanceof ConfigError) return err.message
+    throw err
+  }
+  return 'accepted'
+}
+
+t.test('BCRYPT_ROUNDS: 12 by default, 4 to 16, at least 12 in production', async (t) => {
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).BCRYPT_ROUNDS, 12)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4' }).BCRYPT_ROUNDS, 4)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, NODE_ENV: 'production', BCRYPT_ROUNDS: '13' }).BCRYPT_ROUNDS, 13)
+  t.equal(refusal({ BCRYPT_ROUNDS: '3' }), 'Invalid configuration: BCRYPT_ROUNDS must be an integer from 4 to 16')
+  t.equal(refusal({ BCRYPT_ROUNDS: '17' }), 'Invalid configuration: BCRYPT_ROUNDS must be an integer from 4 to 16')
+  t.equal(refusal({ BCRYPT_ROUNDS: '10', NODE_ENV: 'production' }), 'Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
+})
+
+t.test('a bad value is one line naming the variable', async (t) => {
+  t.equal(refusal({ AUTH_JWT_SECRET: 'x'.repeat(31) }), 'Invalid configuration: AUTH_JWT_SECRET must be at least 32 characters')
+  t.equal(refusal({ DATABASE_URL: 'mysql://localhost/db' }), 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL')
+  t.equal(refusal({ PORT: '70000' }), 'Invalid configuration: PORT must be a port number (0-65535)')
+  t.equal(refusal({ DATABASE_STATEMENT_TIMEOUT_MS: '5000', DATABASE_QUERY_TIMEOUT_MS: '5000' }),
+    'Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be above DATABASE_STATEMENT_TIMEOUT_MS (5000), so the server cancels a slow statement first')
+  t.equal(refusal({ AUTH_JWT_SECRET: '', NODE_ENV: 'production' }), 'Invalid configuration: AUTH_JWT_SECRET is required in production (at least 32 characters)')
+})
