@@ -11,7 +11,7 @@ import jsonBody from './plugins/json-body.js'
 import responseHeaders from './plugins/response-headers.js'
 import sharedSchemas from './plugins/shared-schemas.js'
 import validation from './plugins/validation.js'
-import type { AppConfig } from './schemas/config.js'
+import type { AppConfig } from './config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

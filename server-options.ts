@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import { LogController, type FastifyHttpOptions, type FastifyServerFactoryHandler } from 'fastify'
 import { clientErrorHandler, frameworkErrors } from './plugins/errors.js'
-import { trustProxy, type AppConfig } from './schemas/config.js'
+import { trustProxy, type AppConfig } from './config.js'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 export const BODY_LIMIT = 1024 * 1024
@@ -57,7 +57,7 @@ export function serializeError (err: Error & { code?: unknown }): { type: string
 
 /**
  * The HTTP server, with every request's time and the number of connections bounded
- * (schemas/config.ts says why each default). Fastify's own timeout options cannot set a
+ * (config.ts says why each default). Fastify's own timeout options cannot set a
  * connection cap or how often Node checks request timeouts (every 30 s by default, so a
  * 1 s limit would cut at up to 31 s): here it checks ten times per limit, at most every
  * second, a timer over the connections still receiving a request, not a per-request cost.

@@ -5,7 +5,7 @@ import Fastify from 'fastify'
 import fp from 'fastify-plugin'
 import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
-import { ConfigError, loadConfig } from './schemas/config.js'
+import { ConfigError, loadConfig } from './config.js'
 
 let config
 try {

@@ -16,7 +16,7 @@ import { BENCH_DIR, ROOT } from './paths.js'
 import { freePort, RssSampler, sleep, startProcess, waitForHttp, type Managed } from './proc.js'
 import { openPglite, openPostgres, PRICE_ID, type Sql } from './seed.js'
 import { WEBHOOK_SECRET } from './webhooks.js'
-import { productionNodeFlags } from '../scripts/start-command.js'
+import { productionNodeFlags } from '../production-flags.js'
 
 const PROBE = path.join(BENCH_DIR, 'event-loop-probe.js')
 const APP_URL = 'http://localhost:3000'

@@ -5,7 +5,7 @@ import type Stripe from 'stripe'
 import { Value } from 'typebox/value'
 import type { TSchema } from 'typebox'
 import { CheckoutSessionObject, InvoiceObject, ProviderEventEnvelope, SubscriptionObject } from '../schemas/billing.js'
-import { ValidationError } from '../schemas/errors.js'
+import { ValidationError } from '../errors.js'
 import type { BillingEvent, ProviderSubscription } from './rules.js'
 
 export const unixToDate = (seconds: number | null | undefined): Date | null =>

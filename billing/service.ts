@@ -14,7 +14,7 @@ import type { Database } from '../db/types.js'
 import { recordUsageEvent } from '../db/usage-events.js'
 import type { Payments } from '../plugins/app/payments.js'
 import type { Subscription } from '../schemas/billing.js'
-import { NoActiveSubscriptionError, NoBillingAccountError, SubscriptionAlreadyActiveError } from '../schemas/errors.js'
+import { NoActiveSubscriptionError, NoBillingAccountError, SubscriptionAlreadyActiveError } from '../errors.js'
 import { isHandled, meaningOf, type SubscriptionTarget } from './events.js'
 import { isLive, type BillingEvent } from './rules.js'
 

@@ -1,5 +1,5 @@
 // One error path: every failure, whatever raised it (a handler, a hook, validation, a body
-// parser, Fastify itself), becomes the envelope of schemas/errors.ts here, and 5xx internals
+// parser, Fastify itself), becomes the envelope of errors.ts here, and 5xx internals
 // stay in the log. Also the answer for unknown routes, and (as server options, see
 // server-options.ts) for what is refused before any route or hook runs: the router's
 // undecodable or over-long paths and Node's HTTP parser errors and request timeouts.
@@ -9,7 +9,7 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { isDatabaseUnavailable } from '../db/connect.js'
-import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode } from '../schemas/errors.js'
+import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode } from '../errors.js'
 import { SECURITY_HEADERS } from './response-headers.js'
 
 declare module 'fastify' {

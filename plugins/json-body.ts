@@ -2,7 +2,7 @@
 // string handed to validation, NUL characters are refused at the door, and a body-less route
 // treats an empty JSON body as none (browser fetch wrappers send the header anyway).
 import fp from 'fastify-plugin'
-import { ValidationError } from '../schemas/errors.js'
+import { ValidationError } from '../errors.js'
 
 // Iterative: a hostile body can nest deeper than the call stack.
 function containsNul (root: unknown): boolean {

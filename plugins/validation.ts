@@ -20,7 +20,7 @@ const AJV_OPTIONS: Options = {
   removeAdditional: false,
   useDefaults: true,
   // Every invalid field in `details`; each body is at most 1 MiB and the details are capped
-  // (schemas/errors.ts), so the extra work is bounded.
+  // (errors.ts), so the extra work is bounded.
   allErrors: true,
   // parentSchema on errors, so our `errorMessage` keyword can be read back.
   verbose: true,

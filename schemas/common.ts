@@ -4,7 +4,7 @@
 // everywhere else through ref(): validation, serialization and the document all follow
 // the reference.
 import { Type, type Static, type TSchema } from 'typebox'
-import { ERROR_CODES } from './errors.js'
+import { ERROR_CODES } from '../errors.js'
 
 /**
  * `errorMessage` (our own ajv keyword) replaces the generic validation message for a

@@ -8,7 +8,7 @@ import Fastify from 'fastify'
 import fp from 'fastify-plugin'
 import serviceApp from '../app.js'
 import { serverOptions } from '../server-options.js'
-import { loadConfig } from '../schemas/config.js'
+import { loadConfig } from '../config.js'
 
 const target = fileURLToPath(new URL('../openapi.json', import.meta.url))
 

@@ -2,7 +2,7 @@
 // under DATA_DIR) to the latest schema. The server also does this at start-up.
 import { createDatabase } from '../db/connect.js'
 import { migrateToLatest } from '../db/migrate.js'
-import { ConfigError, loadConfig } from '../schemas/config.js'
+import { ConfigError, loadConfig } from '../config.js'
 
 try {
   const config = loadConfig()

@@ -1,7 +1,7 @@
 // Configuration as loadConfig reads it: each bad value is one line naming the variable
 // (test/integration/server.test.ts checks that such a line stops the real process).
 import t from 'tap'
-import { ConfigError, loadConfig } from '../schemas/config.js'
+import { ConfigError, loadConfig } from '../config.js'
 import { TEST_SECRET } from './helper.js'
 
 const refusal = (env: Record<string, string>): string => {

@@ -14,7 +14,7 @@ import pg from 'pg'
 import tap from 'tap'
 import serviceApp from '../app.js'
 import { serverOptions } from '../server-options.js'
-import { loadConfig, type AppConfig } from '../schemas/config.js'
+import { loadConfig, type AppConfig } from '../config.js'
 import { enforceContract } from './contract.js'
 import { templateDataDir } from './paths.js'
 

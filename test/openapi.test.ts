@@ -1,6 +1,6 @@
 // The generated OpenAPI document lists every route of the contract with its security and error envelopes.
 import t from 'tap'
-import { ERROR_CODES } from '../schemas/errors.js'
+import { ERROR_CODES } from '../errors.js'
 import { build, json } from './helper.js'
 
 const app = await build(t)

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap'
 import Fastify from 'fastify'
 import { SECURITY_HEADERS } from '../plugins/response-headers.js'
 import { serverOptions } from '../server-options.js'
-import { loadConfig } from '../schemas/config.js'
+import { loadConfig } from '../config.js'
 import { build, TEST_SECRET } from './helper.js'
 import { exchange as exchangeWith, nextResponse, open as openTo, parse, within, type Answer } from './raw-http.js'
 

@@ -6,8 +6,8 @@ import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify
 import { earliestTokenIat, findUserForToken } from '../../db/users.js'
 import type { UserRow } from '../../db/types.js'
 import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
-import { allowedOrigins } from '../../schemas/config.js'
-import { ForbiddenError, UnauthorizedError } from '../../schemas/errors.js'
+import { allowedOrigins } from '../../config.js'
+import { ForbiddenError, UnauthorizedError } from '../../errors.js'
 
 export const AUTH_COOKIE = 'auth_token'
 

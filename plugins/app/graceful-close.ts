@@ -3,7 +3,7 @@
 // `Connection: close`, so their keep-alive sockets end with them and the server can
 // finish closing. (Fastify marks only requests that arrive after close() began.)
 import fp from 'fastify-plugin'
-import { ServiceUnavailableError } from '../../schemas/errors.js'
+import { ServiceUnavailableError } from '../../errors.js'
 
 export default fp(async function gracefulClose (fastify) {
   let closing = false

@@ -7,7 +7,7 @@ import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
-import { BusyError } from '../../schemas/errors.js'
+import { BusyError } from '../../errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
 const SHED_WARNING_INTERVAL_MS = 10_000

@@ -9,8 +9,8 @@ import type { FastifyBaseLogger } from 'fastify'
 import Stripe from 'stripe'
 import { fromStripeSubscription } from '../../billing/events.js'
 import type { ProviderSubscription } from '../../billing/rules.js'
-import { paymentPriceIds } from '../../schemas/config.js'
-import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../../schemas/errors.js'
+import { paymentPriceIds } from '../../config.js'
+import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../../errors.js'
 
 export interface Payments {
   /** Throws 503 `Billing is not configured` unless it is. */

@@ -13,7 +13,7 @@
 import type { FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
-import { rateLimited } from '../../schemas/errors.js'
+import { rateLimited } from '../../errors.js'
 
 export interface SignInLimits {
   /** Counts an attempt from this address for `email`; throws 429 when it must wait. */

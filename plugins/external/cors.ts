@@ -5,7 +5,7 @@
 // nothing to it. A preflight from another site is a 404.
 import cors, { type FastifyCorsOptions } from '@fastify/cors'
 import type { FastifyInstance } from 'fastify'
-import { allowedOrigins } from '../../schemas/config.js'
+import { allowedOrigins } from '../../config.js'
 
 export const autoConfig = (fastify: FastifyInstance): FastifyCorsOptions => {
   const allowed = new Set(allowedOrigins(fastify.config))

@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely'
 import { createDatabase, isDatabaseUnavailable } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import type { Database } from '../../db/types.js'
-import { ServiceUnavailableError } from '../../schemas/errors.js'
+import { ServiceUnavailableError } from '../../errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

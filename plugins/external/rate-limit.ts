@@ -4,7 +4,7 @@
 // sign-up and password changes: plugins/app/sign-in-limits.ts.)
 import rateLimit from '@fastify/rate-limit'
 import fp from 'fastify-plugin'
-import { RateLimitedError } from '../../schemas/errors.js'
+import { RateLimitedError } from '../../errors.js'
 
 export default fp(async function rateLimits (fastify) {
   const { config } = fastify

@@ -2,7 +2,7 @@
 // Retry-After at once rather than letting every request time out. Liveness stays up.
 import underPressure, { type FastifyUnderPressureOptions } from '@fastify/under-pressure'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { BusyError } from '../../schemas/errors.js'
+import { BusyError } from '../../errors.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {

@@ -5,7 +5,7 @@ import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } fro
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../schemas/errors.js'
+import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../errors.js'
 import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { revokeToken } from '../../db/revoked-tokens.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../schemas/errors.js'
+import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../errors.js'
 import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, UserResponse } from '../../schemas/users.js'
 import { randomUUID } from 'node:crypto'
 

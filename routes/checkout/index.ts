@@ -3,9 +3,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Static } from 'typebox'
 import { startCheckout } from '../../billing/service.js'
 import { CheckoutBody, CheckoutSession } from '../../schemas/billing.js'
-import { allowedOrigins, checkoutReturnUrls } from '../../schemas/config.js'
+import { allowedOrigins, checkoutReturnUrls } from '../../config.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
-import { ValidationError } from '../../schemas/errors.js'
+import { ValidationError } from '../../errors.js'
 
 const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, config, payments } = fastify

@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { getOrCreatePreferences, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
 import { ref } from '../../schemas/common.js'
-import { ValidationError } from '../../schemas/errors.js'
+import { ValidationError } from '../../errors.js'
 import { PreferencesResponse, UpdatePreferencesBody } from '../../schemas/preferences.js'
 
 const TIMEZONE_NAME = /^[A-Za-z][A-Za-z0-9_+-]*(\/[A-Za-z0-9_+-]+)*$/

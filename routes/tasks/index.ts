@@ -4,7 +4,7 @@ import { Type } from 'typebox'
 import { deleteTaskForUser, findTaskForUser, insertTask, listTasks, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
 import { recordUsageEvent } from '../../db/usage-events.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
-import { TaskNotFoundError } from '../../schemas/errors.js'
+import { TaskNotFoundError } from '../../errors.js'
 import { CreateTaskBody, DeletedTask, ListTasksQuery, TaskIdParams, TaskList, TaskResponse, UpdateTaskBody } from '../../schemas/tasks.js'
 
 const tasks: FastifyPluginAsyncTypebox = async (fastify) => {

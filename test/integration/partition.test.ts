@@ -5,7 +5,7 @@
 import t from 'tap'
 import { sql } from 'kysely'
 import { isDatabaseUnavailable } from '../../db/connect.js'
-import { loadConfig } from '../../schemas/config.js'
+import { loadConfig } from '../../config.js'
 import { build, json, registerUser, serverDatabase, TEST_SECRET } from '../helper.js'
 import { TcpProxy } from './tcp-proxy.js'
 

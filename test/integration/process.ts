@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
-import { productionNodeFlags } from '../../scripts/start-command.js'
+import { productionNodeFlags } from '../../production-flags.js'
 import { ROOT } from '../paths.js'
 
 export async function freePort (): Promise<number> {

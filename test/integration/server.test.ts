@@ -3,7 +3,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
-import { productionNodeFlags } from '../../scripts/start-command.js'
+import { productionNodeFlags } from '../../production-flags.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
 import { ROOT } from '../paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'

@@ -2,7 +2,7 @@
 // error handler in app.ts turns everything into the envelope of decisions.md.
 import createError from '@fastify/error'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
-import type { ErrorMessage } from './common.js'
+import type { ErrorMessage } from './schemas/common.js'
 
 /**
  * Every failure the service answers, by its stable `code` (what programs branch on; the
