@@ -1,14 +1,14 @@
 # Production image: build with dev dependencies, run the compiled server with production
 # dependencies only, as a non-root user. (Not built on the development machines: no
 # Docker registry is reachable there.)
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci
 COPY . .
 RUN npm run build && npm prune --omit=dev
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=3002
 WORKDIR /app
 COPY --from=build --chown=node:node /app/node_modules ./node_modules

@@ -10,7 +10,7 @@
 // copied ~1.7 MB and promoted ~1.3 MB (4–5 ms pauses every ~30 ms), the old generation
 // filled with garbage between full GCs and RSS passed 300 MB. Without pretenuring those
 // objects die young: GET /tasks +23 % req/s, −20 % CPU per request, peak RSS ~156 MB
-// (README, Performance).
+// (bench/README.md).
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 

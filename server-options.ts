@@ -18,9 +18,20 @@ export const REDACTED_PATHS = [
   'token', '*.token', 'secret', '*.secret', 'apiKey', '*.apiKey'
 ]
 
+/** pino-pretty is a development dependency: absent from a production install. */
+function installed (name: string): boolean {
+  try {
+    import.meta.resolve(name)
+    return true
+  } catch {
+    return false
+  }
+}
+
 /**
- * Pretty lines in development, JSON on stdout otherwise (no worker thread: the fastest
- * path); with LOG_TOKEN and LOG_DATASET also shipped to that Axiom dataset.
+ * Pretty lines in development (when pino-pretty is installed), JSON on stdout otherwise
+ * (no worker thread: the fastest path); with LOG_TOKEN and LOG_DATASET also shipped to
+ * that Axiom dataset.
  */
 function logTransport (config: AppConfig): { transport?: { targets: Array<{ target: string, level: string, options: object }> } } {
   const level = config.LOG_LEVEL
@@ -32,7 +43,7 @@ function logTransport (config: AppConfig): { transport?: { targets: Array<{ targ
       options: { dataset: config.LOG_DATASET, token: config.LOG_TOKEN, ...(config.LOG_URL && { url: config.LOG_URL }) }
     })
   }
-  if (config.NODE_ENV === 'development') {
+  if (config.NODE_ENV === 'development' && installed('pino-pretty')) {
     targets.push({ target: 'pino-pretty', level, options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } })
   } else if (targets.length > 0) {
     targets.push({ target: 'pino/file', level, options: { destination: 1 } })
