@@ -1,7 +1,8 @@
 // Webhook events shaped as Stripe sends them for the API version the SDK pins, and
 // deliveries signed with the SDK's own test signer.
-import { randomBytes } from 'node:crypto'
 import Stripe from 'stripe'
+import { DAY, PERIOD, ids, now, randomChars } from './stripe-stand-in/ids.js'
+import { CURRENCY, UNIT_AMOUNT } from './stripe-stand-in/objects.js'
 
 export interface StripeEventLike {
   id: string
@@ -36,17 +37,6 @@ export interface InvoiceOptions extends EventOptions {
   customerEmail?: string | null
 }
 
-const ALNUM = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789'
-const DAY = 86_400
-
-function randomChars (length: number): string {
-  let out = ''
-  for (const byte of randomBytes(length)) out += ALNUM[byte % ALNUM.length]
-  return out
-}
-
-const now = () => Math.floor(Date.now() / 1000)
-
 /**
  * A deep copy as it would travel in JSON: objects the SDK hands back (its Decimal for
  * `*_decimal` fields, Dates) become the strings and numbers Stripe sends.
@@ -75,7 +65,7 @@ export function makeEvent (type: string, object: unknown, opts: EventOptions = {
   const data: StripeEventLike['data'] = { object: toWire(object) }
   if (opts.previousAttributes) data.previous_attributes = toWire(opts.previousAttributes)
   return {
-    id: opts.id ?? `evt_1${randomChars(23)}`,
+    id: opts.id ?? ids.event(),
     object: 'event',
     api_version: Stripe.API_VERSION,
     created: opts.created ?? now(),
@@ -123,21 +113,21 @@ export function invoiceObject (subscription: any, status: 'paid' | 'open', opts:
   const priceId: string | null = typeof price === 'string' ? price : price.id ?? null
   const product: string | null = typeof price === 'object' ? (typeof price.product === 'string' ? price.product : price.product?.id ?? null) : null
   const quantity: number = item.quantity ?? 1
-  const unitAmount: number = typeof price === 'object' && typeof price.unit_amount === 'number' ? price.unit_amount : 1000
+  const unitAmount: number = typeof price === 'object' && typeof price.unit_amount === 'number' ? price.unit_amount : UNIT_AMOUNT
   const amount = unitAmount * quantity
-  const currency: string = subscription.currency ?? price.currency ?? 'usd'
+  const currency: string = subscription.currency ?? price.currency ?? CURRENCY
   const created = opts.created ?? now()
   const itemStart: number = item.current_period_start ?? created
-  const itemEnd: number = item.current_period_end ?? itemStart + 30 * DAY
+  const itemEnd: number = item.current_period_end ?? itemStart + PERIOD
   const periodEnd = opts.periodEnd ?? itemEnd
   const periodStart = opts.periodStart ??
     (opts.periodEnd === undefined ? itemStart : opts.periodEnd > itemEnd ? itemEnd : opts.periodEnd - (itemEnd - itemStart))
-  const id = opts.invoiceId ?? `in_1${randomChars(23)}`
+  const id = opts.invoiceId ?? ids.invoice()
   const paid = status === 'paid'
   const customer = typeof subscription.customer === 'string' ? subscription.customer : subscription.customer?.id ?? null
   const number = `${randomChars(8).toUpperCase()}-0001`
   const line = {
-    id: `il_1${randomChars(23)}`,
+    id: ids.invoiceLine(),
     object: 'line_item',
     amount,
     currency,

@@ -1,0 +1,139 @@
+// The stand-in's HTTP side: reads and records each request, answers the failures it was
+// told to, checks the API key, replays idempotent POSTs, and writes Stripe's responses.
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import Stripe from 'stripe'
+import type { RecordedCall } from '../stripe-stand-in.js'
+import { ApiError } from './errors.js'
+import { parseForm } from './form.js'
+import { ids } from './ids.js'
+
+type Obj = Record<string, any>
+
+export type Failure = 'error' | 'timeout'
+
+/** Answers one API request (throws ApiError for Stripe's error answers). */
+export type Route = (method: string, path: string, params: Obj) => Obj
+
+function checkAuth (header: string | undefined): void {
+  if (!header) {
+    throw new ApiError(401, 'invalid_request_error',
+      "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY'). See https://stripe.com/docs/api#authentication for details, or we can help at https://support.stripe.com/.")
+  }
+  const key = /^Bearer (\S+)$/.exec(header)?.[1]
+  if (!key || !/^sk_test_\w+$/.test(key)) {
+    const shown = key ? `${key.slice(0, 8)}${'*'.repeat(Math.max(0, key.length - 12))}${key.slice(-4)}` : header
+    throw new ApiError(401, 'invalid_request_error', `Invalid API Key provided: ${shown}`, { code: 'api_key_invalid' })
+  }
+}
+
+function send (res: ServerResponse, status: number, body: string, headers: Record<string, string>): void {
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(body)),
+    'cache-control': 'no-cache, no-store',
+    ...headers
+  })
+  res.end(body)
+}
+
+/**
+ * Serves `route` on 127.0.0.1 at a free port. Every request is pushed to `calls`; while
+ * `failures` is not empty each request takes the next one instead of an answer.
+ */
+export async function serve (route: Route, calls: RecordedCall[], failures: Failure[]): Promise<{ url: string, close: () => Promise<void> }> {
+  const idempotent = new Map<string, { method: string, path: string, fingerprint: string, status: number, body: string }>()
+  const held = new Set<ServerResponse>()
+
+  async function handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = []
+    for await (const chunk of req) chunks.push(chunk as Buffer)
+    const raw = Buffer.concat(chunks).toString('utf8')
+    const url = new URL(req.url ?? '/', 'http://stand-in.invalid')
+    const method = (req.method ?? 'GET').toUpperCase()
+    const path = url.pathname
+    const requestId = ids.request()
+    const headers: Record<string, string> = { 'request-id': requestId, 'stripe-version': String(req.headers['stripe-version'] ?? Stripe.API_VERSION) }
+    const idempotencyKey = typeof req.headers['idempotency-key'] === 'string' ? req.headers['idempotency-key'] : undefined
+    const authorization = req.headers.authorization
+    let params: Obj
+    try {
+      params = { ...parseForm(url.searchParams), ...parseForm(new URLSearchParams(raw)) }
+    } catch {
+      params = {}
+    }
+    const call: RecordedCall = { method, path, params }
+    if (idempotencyKey !== undefined) call.idempotencyKey = idempotencyKey
+    if (authorization !== undefined) call.authorization = authorization
+    calls.push(call)
+
+    const failure = failures.shift()
+    if (failure === 'timeout') {
+      held.add(res)
+      res.on('close', () => held.delete(res))
+      return
+    }
+    if (failure === 'error') {
+      send(res, 500, JSON.stringify({
+        error: { type: 'api_error', message: 'An unknown error occurred', request_log_url: `https://dashboard.stripe.com/test/logs/${requestId}` }
+      }, null, 2), headers)
+      return
+    }
+
+    try {
+      checkAuth(authorization)
+      // The SDK keys every POST (the service passes its own keys); Stripe replays the first answer.
+      if (idempotencyKey !== undefined && method === 'POST') {
+        headers['idempotency-key'] = idempotencyKey
+        const fingerprint = JSON.stringify(params)
+        const previous = idempotent.get(idempotencyKey)
+        if (previous) {
+          if (previous.method !== method || previous.path !== path || previous.fingerprint !== fingerprint) {
+            throw new ApiError(400, 'idempotency_error',
+              `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`)
+          }
+          send(res, previous.status, previous.body, { ...headers, 'idempotent-replayed': 'true' })
+          return
+        }
+        const body = JSON.stringify(route(method, path, structuredClone(params)), null, 2)
+        idempotent.set(idempotencyKey, { method, path, fingerprint, status: 200, body })
+        send(res, 200, body, headers)
+        return
+      }
+      send(res, 200, JSON.stringify(route(method, path, structuredClone(params)), null, 2), headers)
+    } catch (error) {
+      if (error instanceof ApiError) {
+        send(res, error.status, JSON.stringify(error.body(requestId), null, 2), headers)
+        return
+      }
+      send(res, 500, JSON.stringify({ error: { type: 'api_error', message: `stand-in failure: ${(error as Error).message}` } }, null, 2), headers)
+    }
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (!res.headersSent) send(res, 500, JSON.stringify({ error: { type: 'api_error', message: String(error) } }), {})
+    })
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject)
+      resolve()
+    })
+  })
+  const { port } = server.address() as AddressInfo
+  let closed: Promise<void> | undefined
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close () {
+      closed ??= new Promise<void>((resolve) => {
+        for (const res of held) res.socket?.destroy()
+        held.clear()
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
+      return closed
+    }
+  }
+}
