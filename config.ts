@@ -63,6 +63,10 @@ export const ConfigSchema = Type.Object({
   BCRYPT_WORKERS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' })),
   BCRYPT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
+  // GET /metrics (Prometheus text, docs/operations.md): on a port of its own, and/or on the main
+  // port for a bearer METRICS_TOKEN. Neither set: no /metrics at all.
+  METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, errorMessage: 'must be a port number (0-65535)' })),
+  METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, errorMessage: 'must be at least 16 characters' })),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
   LOG_TOKEN: Type.Optional(Type.String()),
   LOG_DATASET: Type.Optional(Type.String()),

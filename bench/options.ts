@@ -19,7 +19,8 @@ export const HELP = `npm run bench -- [options]
   --users=N              seeded users (default 1000; --quick 200)
   --tasks=N              tasks per seeded user (default 50)
   --soak                 also 5 minutes of mixed load, RSS before/after (--soak-minutes=N)
-  --only=a,b             only these parts: ceilings, <scenario names>, storm, growth
+  --only=a,b             only these parts: ceilings, <scenario names>, metrics (GET /tasks with
+                         metrics served and without), storm, growth
   --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
                          service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize
                          where the CPU went during the measured window, per request

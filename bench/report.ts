@@ -32,6 +32,9 @@ export interface Storm { p99Without: number, p99With: number, eventLoopP99: numb
 
 export interface Soak { rssBeforeMB: number, rssAfterMB: number }
 
+/** GET /tasks with metrics served (METRICS_TOKEN) over without: the median pair. */
+export interface MetricsCost { offRps: number, onRps: number, ratio: number, pairRatios: number[] }
+
 export interface GrowthPoint { totalTasks: number, userTasks: number, p50: number, p99: number }
 
 export interface Machine { cpu: string, cores: number, memoryMB: number, os: string, node: string, database: string }
@@ -45,6 +48,7 @@ export interface Results {
   storm: Storm | null
   growth: GrowthPoint[]
   soak?: Soak
+  metricsCost?: MetricsCost
 }
 
 /** A target: what, met or not, and the figures that say so. */
@@ -73,6 +77,7 @@ export class Report {
   readonly scenarios: ScenarioRow[] = []
   storm: Storm | undefined
   soak: Soak | undefined
+  metricsCost: MetricsCost | undefined
   readonly growth: GrowthPoint[] = []
   /** Non-2xx responses, socket errors and timeouts over every run (the overload's expected 503s aside). */
   errors = 0
@@ -101,7 +106,8 @@ export class Report {
       scenarios: this.scenarios,
       storm: this.storm ?? null,
       growth: this.growth,
-      ...(this.soak && { soak: this.soak })
+      ...(this.soak && { soak: this.soak }),
+      ...(this.metricsCost && { metricsCost: this.metricsCost })
     }
   }
 
@@ -139,7 +145,7 @@ export class Report {
 
   /** The targets of the performance issue, checked against what was measured. */
   targets (db: DbKind, peakRss: number): Check[] {
-    const { scenarios, ceilings, storm, soak, growth } = this
+    const { scenarios, ceilings, storm, soak, growth, metricsCost } = this
     const checks: Check[] = []
     const scenario = (name: string) => scenarios.find((s) => s.name === name)
     const health = scenario('health')
@@ -166,6 +172,10 @@ export class Report {
       }
     }
     if (db === 'postgres') checks.push(['service RSS under load < 200 MB', peakRss < 200, `${fmt(peakRss, 0)} MB peak`])
+    if (metricsCost) {
+      checks.push(['metrics: GET /tasks with metrics served ≥ 95 % of without', metricsCost.ratio >= 0.95,
+        `${fmt(100 * metricsCost.ratio, 0)} % (${metricsCost.onRps} vs ${metricsCost.offRps} req/s; pairs: ${metricsCost.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})`])
+    }
     if (soak) checks.push(['soak: no RSS growth (≤ +10 %)', soak.rssAfterMB <= soak.rssBeforeMB * 1.1, `${soak.rssBeforeMB} → ${soak.rssAfterMB} MB`])
     const series = growth.filter((g) => g.userTasks === GROWTH_USER_TASKS)
     if (series.length >= 2) {

@@ -12,7 +12,7 @@
 //   database.ts     the benchmark's own database; accounts.ts the seeded, signed-in users
 //   requests.ts     what each scenario sends;  runs.ts  how one run is measured
 //   ceilings.ts     the bare-Fastify ceilings;  scenarios.ts  the scenarios and their pairs
-//   storm.ts, soak.ts, growth.ts, profile-run.ts  the other parts
+//   metrics-cost.ts, storm.ts, soak.ts, growth.ts, profile-run.ts  the other parts
 //   report.ts       the table, results.json and the targets
 import { existsSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
@@ -22,6 +22,7 @@ import { CleanUps } from './cleanup.js'
 import type { Bench } from './context.js'
 import { createDatabase } from './database.js'
 import { runGrowth } from './growth.js'
+import { runMetricsCost } from './metrics-cost.js'
 import { fmt, log, step } from './log.js'
 import { readOptions } from './options.js'
 import { ROOT } from './paths.js'
@@ -73,6 +74,7 @@ async function main (): Promise<number> {
     return 0
   }
   await runScenarios(bench)
+  if (wanted('metrics')) await runMetricsCost(bench)
   if (wanted('storm')) await runStorm(bench)
   if (options.soak) await runSoak(bench)
   if (wanted('growth')) await runGrowth(bench)

@@ -75,6 +75,8 @@ export class Service {
   url = ''
   private postgresSql: Sql | undefined
   /** Warnings and errors the service logged, over every start. */
+  /** Environment over --env, set by restart() (the metrics comparison). */
+  private envOverride: Record<string, string> = {}
   readonly logged = new Map<string, { level: string, count: number, example: string }>()
   /** The event-loop probe's Unix socket. */
   private readonly eldSocket: string
@@ -111,8 +113,18 @@ export class Service {
       PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
       PAYMENT_PRICE_IDS: PRICE_ID,
       BENCH_ELD_SOCKET: this.eldSocket,
-      ...this.config.extraEnv
+      ...this.config.extraEnv,
+      ...this.envOverride
     }
+  }
+
+  /** Stops the service and starts it again with `env` over its environment (replacing an earlier restart's). */
+  async restart (env: Record<string, string>): Promise<void> {
+    // Requests the load generator abandoned at the end of a run finish first.
+    await this.waitIdle()
+    await this.stop()
+    this.envOverride = env
+    await this.start()
   }
 
   async start (nodeArgs: string[] = []): Promise<void> {

@@ -27,20 +27,27 @@ export interface BillingContext {
 interface Planned { target: SubscriptionTarget, event: BillingEvent, checkoutSessionId: string | null }
 
 /**
+ * What became of a provider event: it changed our state (or cancelled a subscription nobody
+ * may be billed for), it changed nothing (a type we do not handle, an unknown customer, an
+ * older state than the stored one), or it had been applied before.
+ */
+export type EventOutcome = 'applied' | 'ignored' | 'duplicate'
+
+/**
  * Applies a provider event whose signature and shape were checked: once (its id is recorded
  * in the transaction of its effect, so a redelivery, or two racing on two instances, changes
  * nothing more), in any order (billing/rules.ts). A failure records nothing, so the
  * provider's retry applies it later.
  */
-export async function applyProviderEvent ({ db, payments, log }: BillingContext, event: Stripe.Event): Promise<void> {
+export async function applyProviderEvent ({ db, payments, log }: BillingContext, event: Stripe.Event): Promise<EventOutcome> {
   if (!isHandled(event)) {
     log.info('webhook event type not handled: ignored')
-    return
+    return 'ignored'
   }
   // Cheap early exit for redeliveries; the insert below is what settles a race.
   if (await isPaymentEventRecorded(db, event.id)) {
     log.info('webhook event already applied')
-    return
+    return 'duplicate'
   }
   const meaning = meaningOf(event)
   let planned: Planned | null = null
@@ -56,9 +63,9 @@ export async function applyProviderEvent ({ db, payments, log }: BillingContext,
   } else {
     log.warn({ why: meaning.why }, 'webhook event with nothing to apply: recorded')
   }
-  await db.transaction().execute(async (tx) => {
-    if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return
-    if (planned !== null) await applyPlanned({ db: tx, payments, log }, planned)
+  return db.transaction().execute(async (tx): Promise<EventOutcome> => {
+    if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return 'duplicate'
+    return planned === null ? 'ignored' : applyPlanned({ db: tx, payments, log }, planned)
   })
 }
 
@@ -67,7 +74,7 @@ export async function applyProviderEvent ({ db, payments, log }: BillingContext,
  * need (a subscription nobody may be billed for is cancelled) are made here too: should one
  * fail, nothing is recorded and the provider's retry of the event tries again.
  */
-async function applyPlanned ({ db, payments, log }: BillingContext, { target, event, checkoutSessionId }: Planned): Promise<void> {
+async function applyPlanned ({ db, payments, log }: BillingContext, { target, event, checkoutSessionId }: Planned): Promise<EventOutcome> {
   const result = await applyBillingEvent(db, target, event)
   if (checkoutSessionId !== null && 'userId' in target) await forgetCheckoutSession(db, target.userId, checkoutSessionId)
   switch (result.outcome) {
@@ -75,21 +82,22 @@ async function applyPlanned ({ db, payments, log }: BillingContext, { target, ev
       if (event.kind === 'checkout-completed') {
         log.warn({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists: cancelling its subscription')
         await payments.cancelNow(event.subscription.id)
-      } else {
-        log.warn({ target }, 'webhook event for an unknown customer: recorded, nothing changed')
+        return 'applied'
       }
-      return
+      log.warn({ target }, 'webhook event for an unknown customer: recorded, nothing changed')
+      return 'ignored'
     case 'second-subscription':
       log.warn({ userId: result.userId, subscriptionId: result.subscriptionId }, 'checkout completed a second subscription while one is live: cancelling it')
       await payments.cancelNow(result.subscriptionId)
-      return
+      return 'applied'
     case 'ignored':
       log.info({ because: result.because }, 'webhook event changes nothing: recorded')
-      return
+      return 'ignored'
     case 'applied':
       if (event.kind === 'checkout-completed' && result.plan === 'pro') {
         await recordUsageEvent(db, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
       }
+      return 'applied'
   }
 }
 

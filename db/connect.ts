@@ -35,9 +35,20 @@ export interface DatabaseOptions {
   onPoolError?: (err: Error) => void
 }
 
+/** Connections at this moment, for the metrics (plugins/external/db.ts). */
+export interface PoolStats {
+  /** Connections running a query or holding a transaction. */
+  inUse: number
+  idle: number
+  /** Queries waiting for a connection; undefined where the driver cannot tell (PGlite). */
+  waiting: number | undefined
+  max: number
+}
+
 export interface DatabaseHandle {
   db: Kysely<Database>
   kind: 'postgres' | 'pglite'
+  poolStats: () => PoolStats
   close: () => Promise<void>
 }
 
@@ -94,22 +105,46 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     // DATABASE_URL's own ?options= or PGOPTIONS would replace it.)
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
-    return { db, kind: 'postgres', close: () => db.destroy() }
+    const poolStats = (): PoolStats => ({
+      inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max ?? 10
+    })
+    return { db, kind: 'postgres', poolStats, close: () => db.destroy() }
   }
 
   const dir = resolve(options.dataDir, 'pglite')
   mkdirSync(dir, { recursive: true })
+  // Whether the one connection is taken: counted around the driver's acquire and release,
+  // which Kysely calls inside its own lock. Queries waiting on that lock are not visible.
+  let inUse = 0
+  class CountedPGliteDialect extends PGliteDialect {
+    override createDriver () {
+      const driver = super.createDriver()
+      const acquire = driver.acquireConnection.bind(driver)
+      const release = driver.releaseConnection.bind(driver)
+      driver.acquireConnection = async () => {
+        const connection = await acquire()
+        inUse++
+        return connection
+      }
+      driver.releaseConnection = async (connection) => {
+        inUse--
+        await release(connection)
+      }
+      return driver
+    }
+  }
   const db = new Kysely<Database>({
     // One connection: Kysely serializes its use (the adapter declares no multiple
     // connections), so concurrent requests never share a transaction; test/db.test.ts checks it.
-    dialect: new PGliteDialect({
+    dialect: new CountedPGliteDialect({
       pglite: async () => {
         const { PGlite } = await import('@electric-sql/pglite')
         return PGlite.create(dir, { parsers: pgliteParsers })
       }
     })
   })
-  return { db, kind: 'pglite', close: () => db.destroy() }
+  const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
+  return { db, kind: 'pglite', poolStats, close: () => db.destroy() }
 }
 
 // pg's error when queryTimeoutMs passes without an answer.

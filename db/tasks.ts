@@ -95,20 +95,49 @@ export async function findTaskForUser (db: Kysely<Database>, userId: string, id:
   return row && toTask(row)
 }
 
-export async function insertTask (db: Kysely<Database>, userId: string, body: CreateTaskBody): Promise<Task> {
-  const status = body.status ?? 'todo'
-  const row = await db.insertInto('tasks')
+interface CreateParams {
+  userId: string
+  title: string
+  description: string | null
+  status: TaskStatus
+  dueDate: string | null
+}
+
+// POST /tasks in one round trip: the task and its `task_created` usage event are written by
+// one statement (a data-modifying CTE), so both are written or neither, with no BEGIN and
+// COMMIT around them. PostgreSQL runs the `event` insert to completion although the outer
+// select never reads it.
+export const createTaskStatement = prepareQuery('tasks_create', (db, p: CreateParams) => db
+  .with('task', (db) => db.insertInto('tasks')
     .values({
-      user_id: userId,
-      title: body.title.trim(),
-      description: body.description ?? null,
-      status,
-      due_date: body.dueDate ?? null,
-      completed_at: status === 'completed' ? sql<string>`now()` : null
+      user_id: p.userId,
+      title: p.title,
+      description: p.description,
+      status: p.status,
+      due_date: p.dueDate,
+      completed_at: sql<string | null>`case when ${p.status}::task_status = 'completed' then now() end`
     })
-    .returningAll()
-    .executeTakeFirstOrThrow()
-  return toTask(row)
+    .returning(['user_id', ...TASK_COLUMNS]))
+  .with('event', (db) => db.insertInto('usage_events')
+    .columns(['user_id', 'name', 'properties'])
+    .expression((eb) => eb.selectFrom('task').select([
+      'task.user_id',
+      sql.lit('task_created').as('name'),
+      sql<string>`jsonb_build_object('userId', task.user_id, 'taskId', task.id)`.as('properties')
+    ])))
+  .selectFrom('task')
+  .select(TASK_COLUMNS))
+
+/** Creates the task and records its `task_created` usage event, in one statement. */
+export async function createTask (db: Kysely<Database>, userId: string, body: CreateTaskBody): Promise<Task> {
+  const [row] = await createTaskStatement.run(db, {
+    userId,
+    title: body.title.trim(),
+    description: body.description ?? null,
+    status: body.status ?? 'todo',
+    dueDate: body.dueDate ?? null
+  })
+  return toTask(row!)
 }
 
 /** Applies the given fields; `undefined` leaves a field as it is. Undefined result: no such task for this user. */

@@ -14,7 +14,7 @@ interface Document { paths: Record<string, Record<string, Operation>>, component
 interface Route { method: string, pattern: RegExp, operation: Operation, path: string }
 
 // Served by the app, deliberately left out of the document.
-const UNDOCUMENTED = [/^\/openapi\.json$/, /^\/docs(\/|$)/]
+const UNDOCUMENTED = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/metrics$/]
 const ENVELOPE = /^\{"success":false,"error":"[^"]+","code":"[A-Z_]+"(,"details":\[.*\])?\}$/
 
 export class ContractViolation extends Error {

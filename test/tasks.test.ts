@@ -1,6 +1,7 @@
 // The /tasks routes (decisions.md §Tasks): envelopes, validation, completedAt rules,
 // listing and pagination, and that another user's task is indistinguishable from none.
 import type { LightMyRequestResponse } from 'fastify'
+import { sql } from 'kysely'
 import t from 'tap'
 import { build, json, registerUser, type TestUser } from './helper.js'
 
@@ -148,6 +149,24 @@ t.test('POST /tasks', async (t) => {
     t.equal(forTask.length, 1)
     t.same(forTask[0]?.properties, { userId: owner.id, taskId: task.id })
     t.notOk(JSON.stringify(task).includes('usage'), 'the event never reaches the client')
+  })
+
+  t.test('the task and its usage event are written together or not at all', async (t) => {
+    const victim = await registerUser(app)
+    // A constraint that refuses this user's usage events only (NOT VALID: old rows are not checked),
+    // so the second insert of the create fails after the first has run.
+    await sql`alter table usage_events add constraint refuse_victim_events check (user_id <> ${sql.lit(victim.id)}) not valid`.execute(app.db)
+    t.teardown(() => sql`alter table usage_events drop constraint if exists refuse_victim_events`.execute(app.db))
+    const res = await app.inject({ method: 'POST', url: '/tasks', headers: victim.auth, payload: { title: 'Half written?' } })
+    t.equal(res.statusCode, 500)
+    t.equal(await countRows('tasks', victim.id), 0, 'no task without its usage event')
+    t.equal(await countRows('usage_events', victim.id), 0)
+
+    await sql`alter table usage_events drop constraint refuse_victim_events`.execute(app.db)
+    const task = await createTask(victim, { title: 'Whole' })
+    t.equal(await countRows('tasks', victim.id), 1)
+    t.equal(await countRows('usage_events', victim.id), 1, 'one event with the one task')
+    t.equal((await taskRow(task.id))?.user_id, victim.id)
   })
 
   t.test('refused creates: exact errors, nothing stored', async (t) => {

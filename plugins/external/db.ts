@@ -4,7 +4,8 @@
 // retrying the migration in the background until the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
-import { createDatabase, isDatabaseUnavailable } from '../../db/connect.js'
+import { Gauge, type Registry } from 'prom-client'
+import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
 import type { Database } from '../../db/types.js'
 import { ServiceUnavailableError } from '../../errors.js'
@@ -34,6 +35,7 @@ export default fp(async function db (fastify) {
     onPoolError: (err) => log.warn({ err }, 'idle database client failed')
   })
   fastify.decorate('db', handle.db)
+  registerPoolMetrics(fastify.metrics.registry, handle.poolStats)
 
   let migrated = false
   let retry: NodeJS.Timeout | undefined
@@ -69,4 +71,22 @@ export default fp(async function db (fastify) {
     if (migrated || request.routeOptions.config.needsDatabase === false) return done()
     done(new ServiceUnavailableError())
   })
-}, { name: 'db' })
+}, { name: 'db', dependencies: ['metrics'] })
+
+/** The connection figures, read when scraped. */
+function registerPoolMetrics (registry: Registry, stats: () => PoolStats): void {
+  const gauge = (name: string, help: string, read: (s: PoolStats) => number | undefined) => new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect () {
+      const value = read(stats())
+      if (value !== undefined) this.set(value)
+    }
+  })
+  gauge('db_pool_connections_in_use', 'Database connections running a query or holding a transaction (PGlite: its one connection, 0 or 1)', (s) => s.inUse)
+  gauge('db_pool_connections_idle', 'Open database connections not in use', (s) => s.idle)
+  gauge('db_pool_connections_max', 'The most connections the pool opens (DATABASE_POOL_MAX; PGlite: 1)', (s) => s.max)
+  // PGlite cannot tell: no series rather than a misleading 0.
+  if (stats().waiting !== undefined) gauge('db_pool_requests_waiting', 'Queries waiting for a free connection (PostgreSQL only)', (s) => s.waiting)
+}

@@ -1,8 +1,7 @@
 // The caller's tasks. Another user's task is indistinguishable from a missing one (404).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { deleteTaskForUser, findTaskForUser, insertTask, listTasks, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
-import { recordUsageEvent } from '../../db/usage-events.js'
+import { createTask, deleteTaskForUser, findTaskForUser, listTasks, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { TaskNotFoundError } from '../../errors.js'
 import { CreateTaskBody, DeletedTask, ListTasksQuery, TaskIdParams, TaskList, TaskResponse, UpdateTaskBody } from '../../schemas/tasks.js'
@@ -40,12 +39,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 201: ref(TaskResponse) }
     }
   }, async (request, reply) => {
-    const userId = request.user.id
-    const task = await db.transaction().execute(async (tx) => {
-      const created = await insertTask(tx, userId, request.body)
-      await recordUsageEvent(tx, { name: 'task_created', userId, properties: { userId, taskId: created.id } })
-      return created
-    })
+    const task = await createTask(db, request.user.id, request.body)
     return reply.code(201).send({ success: true, data: task })
   })
 

@@ -4,7 +4,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { readProviderEvent } from '../../billing/events.js'
-import { applyProviderEvent } from '../../billing/service.js'
+import { applyProviderEvent, type EventOutcome } from '../../billing/service.js'
 import { WebhookEvent, WebhookReceived } from '../../schemas/billing.js'
 import { errorResponses } from '../../schemas/common.js'
 
@@ -43,7 +43,12 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
     const { payments } = fastify
     const signed = payments.verifyWebhook(request.body, request.headers['stripe-signature'])
     const event = readProviderEvent(await parseJson(request, signed))
-    await applyProviderEvent({ db, payments, log: request.log.child({ eventId: event.id, eventType: event.type }) }, event)
+    let outcome: EventOutcome | 'failed' = 'failed'
+    try {
+      outcome = await applyProviderEvent({ db, payments, log: request.log.child({ eventId: event.id, eventType: event.type }) }, event)
+    } finally {
+      fastify.metrics.webhookEvents.inc({ type: event.type, outcome })
+    }
     return { received: true as const }
   })
 }

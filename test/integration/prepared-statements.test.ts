@@ -21,11 +21,11 @@ t.test('GET /tasks runs prepared statements, also after a migration adds columns
   const before = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
   t.equal(before.statusCode, 200)
   t.same(json(before).data.map((task: { title: string }) => task.title), ['two', 'one'])
-  t.match(await prepared(app.db), ['tasks_page', 'user_for_token'], 'the page and the token check are prepared')
+  t.same(await prepared(app.db), ['tasks_create', 'tasks_page', 'user_for_token'], 'the create, the page and the token check are prepared')
   const filteredPast = await app.inject({ method: 'GET', url: '/tasks?status=todo&offset=5', headers: user.auth })
   t.same(json(filteredPast).data, [])
   t.equal(filteredPast.headers['x-total-count'], '2', 'a page past the end still carries the counts: the one statement always answers a row')
-  t.same(await prepared(app.db), ['tasks_page', 'tasks_page_by_status', 'user_for_token'])
+  t.same(await prepared(app.db), ['tasks_create', 'tasks_page', 'tasks_page_by_status', 'user_for_token'])
 
   // What a newer instance's migration might do while this one serves.
   await sql`alter table tasks add column later_column text`.execute(app.db)
@@ -34,6 +34,9 @@ t.test('GET /tasks runs prepared statements, also after a migration adds columns
   t.equal(after.statusCode, 200, 'no "cached plan must not change result type"')
   t.same(json(after).data, json(before).data)
   t.equal(after.headers['x-total-count'], '2')
+  const created = await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: 'three' } })
+  t.equal(created.statusCode, 201, 'the prepared create too')
+  t.notOk('later_column' in json(created).data)
 })
 
 t.test('sessions run in UTC with ISO dates, also when the URL sets options of its own', async (t) => {

@@ -1,0 +1,41 @@
+// What serving metrics costs GET /tasks: the service restarted without and then with
+// METRICS_TOKEN (the per-request hook and the default metrics on; a scrape after each run, as
+// Prometheus would make), in --pairs interleaved pairs; the median pair by ratio is reported.
+// Target: under 5 %.
+import { randomBytes } from 'node:crypto'
+import type { Bench } from './context.js'
+import { describe, log, step } from './log.js'
+import type { Measured } from './runs.js'
+
+export async function runMetricsCost ({ options, service, runs, requests, report }: Bench): Promise<void> {
+  const { pairs } = options
+  const token = randomBytes(24).toString('base64url')
+  step(`metrics cost: GET /tasks without and with METRICS_TOKEN, ${pairs} interleaved pair(s), the service restarted for each run`)
+  const measured: Array<{ off: Measured, on: Measured, ratio: number }> = []
+  try {
+    for (let i = 1; i <= pairs; i++) {
+      measured.push(await runs.stable(`metrics pair ${i}/${pairs}`, async () => {
+        await service.restart({})
+        const off = await runs.measure('tasks.list, metrics off', [requests.listTasks()])
+        describe('metrics off', off)
+        await service.restart({ METRICS_TOKEN: token })
+        const on = await runs.measure('tasks.list, metrics on', [requests.listTasks()])
+        describe('metrics on', on)
+        const scrape = await fetch(`${service.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+        const text = await scrape.text()
+        if (scrape.status !== 200 || !text.includes('route="/tasks",status_code="200"')) throw new Error(`the metrics scrape answered ${scrape.status}`)
+        return { off, on, ratio: off.result.rps > 0 ? on.result.rps / off.result.rps : 0 }
+      }, (p) => Math.max(p.off.others ?? 0, p.on.others ?? 0)))
+    }
+  } finally {
+    await service.restart({})
+  }
+  const byRatio = [...measured].sort((a, b) => a.ratio - b.ratio)
+  const median = byRatio[Math.floor((byRatio.length - 1) / 2)]!
+  if (pairs > 1) log(`  metrics on/off: ratios of the ${pairs} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
+  const ratio = Math.round(1000 * median.ratio) / 1000
+  report.metricsCost = { offRps: median.off.result.rps, onRps: median.on.result.rps, ratio, pairRatios: byRatio.map((p) => Math.round(1000 * p.ratio) / 1000) }
+  report.row('tasks.list, metrics off', median.off.result, median.off.rssMB, median.off.eventLoop?.p99 ?? null, '', null, median.off.others)
+  report.row('tasks.list, metrics on', median.on.result, median.on.rssMB, median.on.eventLoop?.p99 ?? null, 'metrics off', ratio, median.on.others)
+  for (const p of measured) report.errors += p.off.result.errors + p.on.result.errors
+}

@@ -1,0 +1,133 @@
+// Prometheus metrics (prom-client) at GET /metrics, for operators, never for clients: on a
+// port of its own (METRICS_PORT, a second tiny HTTP server owned by this plugin), and/or on
+// the main port behind a bearer token (METRICS_TOKEN). With neither there is no /metrics
+// (404), no per-request hook and no default metrics: the registry still exists, so the
+// plugins that own a figure (db, passwords, the webhook route) register it unconditionally.
+//
+// prom-client directly rather than fastify-metrics: that plugin registers its own route
+// (global registry by default) and its own hooks; the separate port, the token, our route
+// flags and the envelope on 401 would each need working around it. docs/operations.md lists
+// what each metric means.
+import { createHash, timingSafeEqual } from 'node:crypto'
+import { createServer, type Server } from 'node:http'
+import type { FastifyRequest } from 'fastify'
+import fp from 'fastify-plugin'
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import { UnauthorizedError } from '../../errors.js'
+
+export interface Metrics {
+  /** Where the service's metrics live; a plugin adds its own gauges and counters here. */
+  registry: Registry
+  /** Provider events the webhook received, by event type and outcome (applied, ignored, duplicate, failed). */
+  webhookEvents: Counter<'type' | 'outcome'>
+  /** The METRICS_PORT server, listening once the app is ready; null without METRICS_PORT. */
+  server: Server | null
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: Metrics
+  }
+}
+
+// From 1 ms (a /health answer) to 10 s (a checkout's provider calls), in seconds.
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+const BEARER = /^Bearer[ ]+(\S+)\s*$/i
+
+const digest = (text: string) => createHash('sha256').update(text).digest()
+
+export default fp(async function metrics (fastify) {
+  const { config } = fastify
+  const registry = new Registry()
+  const webhookEvents = new Counter({
+    name: 'webhook_events_total',
+    help: 'Payment provider events received with a valid signature, by type and outcome',
+    labelNames: ['type', 'outcome'] as const,
+    registers: [registry]
+  })
+  const served = config.METRICS_PORT !== undefined || config.METRICS_TOKEN !== undefined
+  fastify.decorate('metrics', { registry, webhookEvents, server: null } satisfies Metrics as Metrics)
+  if (!served) return
+
+  collectDefaultMetrics({ register: registry })
+  const requests = new Counter({
+    name: 'http_requests_total',
+    help: 'Requests answered, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    registers: [registry]
+  })
+  const durations = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from the request\'s arrival to its answer sent, by method, route pattern and status',
+    labelNames: ['method', 'route', 'status_code'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry]
+  })
+  // The labelled children, looked up once per method, route and status rather than hashed
+  // from the labels on every answer. Routes are patterns (never the raw URL), so this stays small.
+  const children = new Map<string, { count: { inc: () => void }, duration: { observe: (seconds: number) => void } }>()
+  fastify.addHook('onResponse', (request, reply, done) => {
+    const route = request.routeOptions.url ?? '(unmatched)'
+    const key = `${request.method} ${reply.statusCode} ${route}`
+    let child = children.get(key)
+    if (child === undefined) {
+      const labels = { method: request.method, route, status_code: String(reply.statusCode) }
+      child = { count: requests.labels(labels), duration: durations.labels(labels) }
+      children.set(key, child)
+    }
+    child.count.inc()
+    child.duration.observe(reply.elapsedTime / 1000)
+    done()
+  })
+
+  if (config.METRICS_TOKEN !== undefined) {
+    const expected = digest(config.METRICS_TOKEN)
+    // Constant time: both sides are SHA-256 digests, of equal length whatever was sent.
+    const authorized = (request: FastifyRequest): boolean => {
+      const match = BEARER.exec(request.headers.authorization ?? '')
+      return match !== null && timingSafeEqual(digest(match[1]!), expected)
+    }
+    fastify.get('/metrics', {
+      // Scrapers are not clients: no user token, no client rate limit, answered while the
+      // database is down and under pressure, not logged per scrape, not in the API document.
+      config: { public: true, rateLimit: false, needsDatabase: false, shedUnderPressure: false, logRequest: false },
+      schema: { hide: true },
+      onRequest: async (request) => {
+        if (!authorized(request)) throw new UnauthorizedError()
+      }
+    }, async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()))
+  }
+
+  if (config.METRICS_PORT !== undefined) {
+    const server = createServer((req, res) => {
+      const path = (req.url ?? '').split('?')[0]
+      if ((req.method !== 'GET' && req.method !== 'HEAD') || path !== '/metrics') {
+        res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found\n')
+        return
+      }
+      registry.metrics().then((text) => {
+        res.writeHead(200, { 'content-type': registry.contentType }).end(req.method === 'HEAD' ? undefined : text)
+      }, (err: unknown) => {
+        fastify.log.error({ err }, 'metrics scrape failed')
+        res.writeHead(500).end()
+      })
+    })
+    fastify.metrics.server = server
+    fastify.addHook('onReady', () => new Promise<void>((resolve, reject) => {
+      server.once('error', reject)
+      server.listen(config.METRICS_PORT, config.HOST, () => {
+        server.off('error', reject)
+        resolve()
+      })
+    }))
+    fastify.addHook('onClose', () => new Promise<void>((resolve) => {
+      if (!server.listening) return resolve()
+      server.close(() => resolve())
+      server.closeAllConnections()
+    }))
+  }
+}, {
+  name: 'metrics',
+  // The global rate limit's onRoute hook must exist before /metrics is added, to read its rateLimit: false.
+  dependencies: ['rate-limit']
+})
