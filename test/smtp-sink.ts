@@ -24,7 +24,8 @@ export interface SmtpSink {
   waitFor: (match: (mail: ReceivedMail) => boolean, timeoutMs?: number) => Promise<ReceivedMail>
   /** Holds every message's final answer until release() (to catch a delivery in flight). */
   hold: () => void
-  release: () => void
+  /** Answers the held messages with OK, or (drop) with a failure: the sender never learns they arrived. */
+  release: (drop?: boolean) => void
   /** Called when a message's data has arrived (held or not). */
   onData: (listener: () => void) => void
   close: () => Promise<void>
@@ -36,7 +37,7 @@ export async function startSmtpSink (port = 0): Promise<SmtpSink> {
   const received: ReceivedMail[] = []
   const waiters: Array<{ match: (mail: ReceivedMail) => boolean, resolve: (mail: ReceivedMail) => void }> = []
   const dataListeners: Array<() => void> = []
-  let held: Array<() => void> | undefined
+  let held: Array<(drop?: boolean) => void> | undefined
   const server = new SMTPServer({
     authOptional: true,
     disabledCommands: ['STARTTLS'],
@@ -44,7 +45,11 @@ export async function startSmtpSink (port = 0): Promise<SmtpSink> {
     onData (stream, _session, callback) {
       simpleParser(stream).then((parsed) => {
         for (const listener of dataListeners) listener()
-        const accept = () => {
+        const accept = (drop = false) => {
+          if (drop) {
+            callback(new Error('dropped by the test'))
+            return
+          }
           const text = parsed.text ?? ''
           const match = LINK.exec(text)
           const mail: ReceivedMail = {
@@ -87,10 +92,10 @@ export async function startSmtpSink (port = 0): Promise<SmtpSink> {
       })
     },
     hold () { held ??= [] },
-    release () {
+    release (drop = false) {
       const waiting = held ?? []
       held = undefined
-      for (const accept of waiting) accept()
+      for (const accept of waiting) accept(drop)
     },
     onData (listener) { dataListeners.push(listener) },
     close: () => new Promise<void>((resolve) => server.close(() => resolve()))

@@ -37,7 +37,7 @@ const BATCH_SIZE = 10
 const LEASE_MS = 5 * 60_000
 const MAX_RETRY_DELAY_MS = 60 * 60_000
 // On shutdown an in-flight send gets this long to finish before it is aborted (and retried).
-const CLOSE_WAIT_MS = 5_000
+const CLOSE_WAIT_MS = 3_000
 const HOUSEKEEPING_INTERVAL_MS = 10 * 60_000
 const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 20_000, dnsTimeout: 10_000 }
 
