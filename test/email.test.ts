@@ -267,3 +267,16 @@ t.test('a message that cannot be delivered in EMAIL_GIVE_UP_MS is given up, with
   t.match(failed, { sent_at: null, failed_at: ISO, last_error: /ECONNREFUSED|connect/i, text_body: null, link: null })
   t.ok(failed.attempts >= 2, `attempted ${failed.attempts} times`)
 })
+
+t.test('a permanent refusal (SMTP 5xx) is given up at once, recorded, and other mail still flows', async (t) => {
+  const refusing = await startSmtpSink(0, { rejectRecipients: /^gone-/ })
+  t.teardown(() => refusing.close())
+  const strict = await build(t, { SMTP_URL: refusing.url, EMAIL_RETRY_BASE_MS: '100', EMAIL_POLL_INTERVAL_MS: '100' })
+  const gone = await registerUser(strict, { email: uniqueEmail('gone') })
+  const fine = await registerUser(strict)
+  await refusing.waitFor((m) => m.to === fine.email)
+  const row = () => strict.db.selectFrom('email_outbox').selectAll().where('user_id', '=', gone.id).executeTakeFirstOrThrow()
+  while ((await row()).failed_at === null) await new Promise((resolve) => setTimeout(resolve, 50))
+  t.match(await row(), { attempts: 1, sent_at: null, failed_at: ISO, last_error: /550/, text_body: null })
+  t.notOk(refusing.received.some((m) => m.to === gone.email))
+})

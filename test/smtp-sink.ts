@@ -33,7 +33,8 @@ export interface SmtpSink {
 
 const LINK = /https?:\/\/\S+\?token=([\w-]+)/
 
-export async function startSmtpSink (port = 0): Promise<SmtpSink> {
+/** `rejectRecipients`: addresses refused for good (550), as a server refuses an unknown mailbox. */
+export async function startSmtpSink (port = 0, options: { rejectRecipients?: RegExp } = {}): Promise<SmtpSink> {
   const received: ReceivedMail[] = []
   const waiters: Array<{ match: (mail: ReceivedMail) => boolean, resolve: (mail: ReceivedMail) => void }> = []
   const dataListeners: Array<() => void> = []
@@ -42,6 +43,13 @@ export async function startSmtpSink (port = 0): Promise<SmtpSink> {
     authOptional: true,
     disabledCommands: ['STARTTLS'],
     logger: false,
+    onRcptTo (address, _session, callback) {
+      if (options.rejectRecipients?.test(address.address)) {
+        callback(Object.assign(new Error('No such mailbox'), { responseCode: 550 }))
+        return
+      }
+      callback()
+    },
     onData (stream, _session, callback) {
       simpleParser(stream).then((parsed) => {
         for (const listener of dataListeners) listener()

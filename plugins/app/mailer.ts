@@ -109,7 +109,7 @@ export default fp(async function mailer (fastify) {
     log.info({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email sent')
   }
 
-  const pass = async (send: Deliver) => {
+  const deliverDue = async (send: Deliver) => {
     for (;;) {
       again = false
       const batch = await claimDueEmails(db, BATCH_SIZE, LEASE_MS)
@@ -125,6 +125,11 @@ export default fp(async function mailer (fastify) {
       if (batch.length === BATCH_SIZE) again = true
       if (!again || stopped) break
     }
+  }
+
+  // Without a transport (production, no SMTP_URL) only the housekeeping runs.
+  const pass = async (send: Deliver | undefined) => {
+    if (send !== undefined) await deliverDue(send)
     if (Date.now() - lastHousekeeping >= HOUSEKEEPING_INTERVAL_MS) {
       lastHousekeeping = Date.now()
       await purgeEmailRecords(db)
@@ -132,7 +137,7 @@ export default fp(async function mailer (fastify) {
   }
 
   const run = (): void => {
-    if (stopped || deliver === undefined) return
+    if (stopped) return
     if (running !== undefined) {
       again = true
       return
