@@ -155,7 +155,11 @@ export default fp(async function mailer (fastify) {
 
   const background = new Set<Promise<unknown>>()
   const inBackground = (what: string, work: () => Promise<unknown>) => {
-    const task = work().then(run, (err) => { log.error({ err, what }, 'queueing an email failed') })
+    // Begun on a later turn of the event loop, after the answer is on its way: the embedded
+    // database runs its queries on this thread, so starting now would delay the answer.
+    const task = new Promise((resolve) => setImmediate(resolve))
+      .then(work)
+      .then(run, (err) => { log.error({ err, what }, 'queueing an email failed') })
     background.add(task)
     task.finally(() => background.delete(task)).catch(() => {})
   }
