@@ -62,6 +62,15 @@ export const ConfigSchema = Type.Object({
   BCRYPT_ROUNDS: Type.Integer({ minimum: 4, maximum: 16, default: 12, errorMessage: 'must be an integer from 4 to 16' }),
   BCRYPT_WORKERS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' })),
   BCRYPT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }),
+  // Email (plugins/app/mailer.ts): unset SMTP_URL logs each message outside production and
+  // keeps them queued in production. The sender polls the outbox every EMAIL_POLL_INTERVAL_MS
+  // (and at once after a commit that queued mail), retries a failed message after
+  // EMAIL_RETRY_BASE_MS, doubling up to an hour, and gives up EMAIL_GIVE_UP_MS after it was queued.
+  SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s/]+', errorMessage: 'must be an smtp:// or smtps:// URL' })),
+  EMAIL_FROM: Type.String({ minLength: 3, maxLength: 255, default: 'Task App <no-reply@localhost>', errorMessage: 'must be an address, e.g. Task App <no-reply@example.com>' }),
+  EMAIL_POLL_INTERVAL_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000, errorMessage: 'must be milliseconds from 100 to 3600000' }),
+  EMAIL_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 30_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
+  EMAIL_GIVE_UP_MS: Type.Integer({ minimum: 1000, maximum: 30 * 86_400_000, default: 86_400_000, errorMessage: 'must be milliseconds from 1000 to 2592000000' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
   // GET /metrics (Prometheus text, docs/operations.md): on a port of its own, and/or on the main
   // port for a bearer METRICS_TOKEN. Neither set: no /metrics at all.

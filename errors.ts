@@ -16,6 +16,8 @@ export const ERROR_CATALOG = {
   INVALID_CURRENT_PASSWORD: [400, 'Invalid current password'],
   INVALID_SIGNATURE: [400, 'Invalid signature'],
   BAD_REQUEST: [400, 'Bad request'],
+  RESET_TOKEN_INVALID: [400, 'This password reset link is invalid or has expired'],
+  VERIFICATION_TOKEN_INVALID: [400, 'This verification link is invalid or has expired'],
   UNAUTHORIZED: [401, 'Unauthorized'],
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
   FORBIDDEN: [403, 'Forbidden'],
@@ -24,6 +26,7 @@ export const ERROR_CATALOG = {
   NO_STRIPE_CUSTOMER: [404, 'No billing account'],
   NO_ACTIVE_SUBSCRIPTION: [404, 'No active subscription'],
   EMAIL_TAKEN: [409, 'Email already registered'],
+  EMAIL_ALREADY_VERIFIED: [409, 'Email already verified'],
   PASSWORD_CHANGE_CONFLICT: [409, 'The password was changed by another request'],
   SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
@@ -59,6 +62,9 @@ export const InvalidCredentialsError = appError('INVALID_CREDENTIALS')
 export const EmailTakenError = appError('EMAIL_TAKEN')
 export const InvalidCurrentPasswordError = appError('INVALID_CURRENT_PASSWORD')
 export const PasswordChangeConflictError = appError('PASSWORD_CHANGE_CONFLICT')
+export const ResetTokenInvalidError = appError('RESET_TOKEN_INVALID')
+export const VerificationTokenInvalidError = appError('VERIFICATION_TOKEN_INVALID')
+export const EmailAlreadyVerifiedError = appError('EMAIL_ALREADY_VERIFIED')
 export const TaskNotFoundError = appError('TASK_NOT_FOUND')
 export const PaymentProviderError = appError('PAYMENT_PROVIDER_ERROR')
 export const BillingNotConfiguredError = appError('BILLING_NOT_CONFIGURED')

@@ -85,6 +85,38 @@ export interface PaymentEventsTable {
   received_at: Timestamp
 }
 
+export type EmailTokenPurpose = 'password_reset' | 'email_verification'
+
+export interface EmailOutboxTable {
+  id: ColumnType<string, never, never>
+  user_id: string | null
+  kind: string
+  recipient: string
+  subject: string
+  text_body: string | null
+  html_body: string | null
+  /** The message's one link, for the development log (plugins/app/mailer.ts); blanked once sent. */
+  link: string | null
+  attempts: Generated<number>
+  next_attempt_at: Timestamp
+  locked_until: NullableTimestamp
+  last_error: string | null
+  sent_at: NullableTimestamp
+  failed_at: NullableTimestamp
+  created_at: Timestamp
+}
+
+export interface EmailTokensTable {
+  /** SHA-256 (hex) of the token; the token itself is only in the email. */
+  token_hash: string
+  user_id: string
+  purpose: EmailTokenPurpose
+  email: string
+  expires_at: Timestamp
+  used_at: NullableTimestamp
+  created_at: Timestamp
+}
+
 export interface Database {
   users: UsersTable
   user_preferences: UserPreferencesTable
@@ -92,6 +124,8 @@ export interface Database {
   revoked_tokens: RevokedTokensTable
   usage_events: UsageEventsTable
   payment_events: PaymentEventsTable
+  email_outbox: EmailOutboxTable
+  email_tokens: EmailTokensTable
 }
 
 export type UserRow = Selectable<UsersTable>

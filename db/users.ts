@@ -64,7 +64,11 @@ export async function updateUser (
     .set({
       ...(changes.name !== undefined && { name: changes.name }),
       ...(changes.image !== undefined && { image: changes.image }),
-      ...(changes.email !== undefined && { email: changes.email }),
+      // A new address is unverified until its own link is followed.
+      ...(changes.email !== undefined && {
+        email: changes.email,
+        email_verified: sql<string | null>`case when email = ${changes.email} then email_verified else null end`
+      }),
       // A new password ends every session that existed before it. The time comes from this
       // process's clock, the one that stamps the tokens' `iat`, not the database server's.
       ...(passwordHash !== undefined && { password: passwordHash.to, password_changed_at: new Date() }),
@@ -75,7 +79,33 @@ export async function updateUser (
   return update.returningAll().executeTakeFirst()
 }
 
-/** Deletes the user; tasks, preferences, revoked tokens and usage events go with it (ON DELETE CASCADE). */
+/**
+ * A password reset: the new password ends every older session (like a change), and the
+ * address the link reached is thereby verified.
+ */
+export function resetPassword (db: Kysely<Database>, id: string, passwordHash: string): Promise<UserRow> {
+  return db.updateTable('users')
+    .set({
+      password: passwordHash,
+      password_changed_at: new Date(),
+      email_verified: sql<string>`coalesce(email_verified, now())`,
+      updated_at: sql`now()`
+    })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}
+
+/** The address is confirmed (the first confirmation's time is kept). */
+export function markEmailVerified (db: Kysely<Database>, id: string): Promise<UserRow> {
+  return db.updateTable('users')
+    .set({ email_verified: sql<string>`coalesce(email_verified, now())`, updated_at: sql`now()` })
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}
+
+/** Deletes the user; tasks, preferences, revoked tokens, usage events, email tokens and queued email go with it (ON DELETE CASCADE). */
 export async function deleteUser (db: Kysely<Database>, id: string): Promise<boolean> {
   const result = await db.deleteFrom('users').where('id', '=', id).executeTakeFirst()
   return result.numDeletedRows > 0n

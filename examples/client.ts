@@ -40,6 +40,20 @@ export async function walkthrough (baseUrl: string, account: { email: string, pa
   }
 }
 
+/** "Forgot password": the service emails a reset link if the address has an account (same answer either way). */
+export async function forgotPassword (baseUrl: string, email: string): Promise<void> {
+  const { error, response } = await apiClient(baseUrl).POST('/auth/password/forgot', { body: { email } })
+  if (error) throw new Error(`forgot password: ${error.error}`)
+  if (response.status !== 202) throw new Error(`forgot password: unexpected status ${response.status}`)
+}
+
+/** Sets the new password with the token from the emailed link; signed in with the new token. */
+export async function resetPassword (baseUrl: string, token: string, password: string) {
+  const { data, error } = await apiClient(baseUrl).POST('/auth/password/reset', { body: { token, password } })
+  if (error) throw new Error(`reset password: ${error.code}`)
+  return { token: data.token, user: data.user }
+}
+
 // `npx tsx examples/client.ts http://127.0.0.1:3002 price_…` against a running server.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const [baseUrl = 'http://127.0.0.1:3002', priceId = 'price_pro_monthly'] = process.argv.slice(2)

@@ -52,6 +52,26 @@ export const LoginBody = Type.Object({
 }, { $id: 'LoginBody', additionalProperties: false })
 export type LoginBody = Static<typeof LoginBody>
 
+// Tokens from email links: any string up to a bound is looked up (by its hash), so a forged
+// or mangled one gets the same answer as an expired one.
+const EmailLinkToken = Type.String({ minLength: 1, maxLength: 512, description: 'The `token` query parameter of the emailed link', examples: ['Jq4mYw1…'] })
+
+export const ForgotPasswordBody = Type.Object({
+  email: Email('Invalid email address')
+}, { $id: 'ForgotPasswordBody', additionalProperties: false })
+export type ForgotPasswordBody = Static<typeof ForgotPasswordBody>
+
+export const ResetPasswordBody = Type.Object({
+  token: EmailLinkToken,
+  password: NewPassword
+}, { $id: 'ResetPasswordBody', additionalProperties: false })
+export type ResetPasswordBody = Static<typeof ResetPasswordBody>
+
+export const VerifyEmailBody = Type.Object({
+  token: EmailLinkToken
+}, { $id: 'VerifyEmailBody', additionalProperties: false })
+export type VerifyEmailBody = Static<typeof VerifyEmailBody>
+
 export const AuthResponse = Type.Object({
   success: Type.Literal(true),
   token: Type.String({ description: 'JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token`' }),

@@ -1,7 +1,9 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { closeBillingAccount } from '../../billing/service.js'
+import { voidEmailTokens } from '../../db/email.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
+import { queueEmailChanged, queuePasswordChanged, queueVerification } from '../../mail/outbox.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
@@ -9,7 +11,7 @@ import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictErr
 import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, passwords, signInLimits } = fastify
+  const { db, mail, passwords, signInLimits } = fastify
 
   fastify.get('/profile', {
     schema: {
@@ -25,6 +27,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     summary: 'Change name, image, email or password',
     description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. ' +
       'It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. ' +
+      'A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. ' +
       'PUT is the same partial update as PATCH (the origin web client edits the name with PUT).',
     body: ref(ProfileUpdateBody),
     response: { 200: ref(ProfileResponse), ...errorResponses(409) }
@@ -49,19 +52,36 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       }
       passwordHash = await passwords.hash(body.newPassword)
     }
+    const email = body.email === undefined ? undefined : normalizeEmail(body.email)
+    const emailChanges = email !== undefined && email !== user.email
     let updated
     try {
-      updated = await updateUser(db, user.id, {
-        name: body.name === undefined ? undefined : (body.name?.trim() || null),
-        image: body.image,
-        email: body.email === undefined ? undefined : normalizeEmail(body.email),
-        // Only over the password that was checked: of two concurrent changes, one wins.
-        passwordHash: passwordHash === undefined ? undefined : { from: user.password, to: passwordHash }
+      // The emails are queued in the transaction of the change, so they exist exactly when it does.
+      updated = await db.transaction().execute(async (tx) => {
+        const row = await updateUser(tx, user.id, {
+          name: body.name === undefined ? undefined : (body.name?.trim() || null),
+          image: body.image,
+          email,
+          // Only over the password that was checked: of two concurrent changes, one wins.
+          passwordHash: passwordHash === undefined ? undefined : { from: user.password, to: passwordHash }
+        })
+        if (row === undefined) return undefined
+        if (emailChanges) {
+          await queueVerification(tx, mail.context, row)
+          await queueEmailChanged(tx, mail.context, row, user.email, row.email)
+        }
+        if (passwordHash !== undefined) {
+          // A reset link sent before the change must not undo it.
+          await voidEmailTokens(tx, row.id, 'password_reset')
+          await queuePasswordChanged(tx, mail.context, row)
+        }
+        return row
       })
     } catch (err) {
       if (isUniqueViolation(err)) throw new EmailTakenError()
       throw err
     }
+    if (updated !== undefined && (emailChanges || passwordHash !== undefined)) mail.wake()
     if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
     if (passwordHash === undefined) return { success: true as const, data: toUser(updated) }
     const token = fastify.signIn(reply, updated)

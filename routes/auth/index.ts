@@ -1,17 +1,20 @@
-// Sign-up, sign-in, the current user, sign-out.
+// Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { revokeToken } from '../../db/revoked-tokens.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../errors.js'
 import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, UserResponse } from '../../schemas/users.js'
+import { queueWelcome } from '../../mail/outbox.js'
 import { randomUUID } from 'node:crypto'
+import recovery from './recovery.js'
 
 const tooLong = (password: string) => Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
 const TOO_LONG_DETAIL = `Password must be at most ${MAX_PASSWORD_BYTES} bytes - password`
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, passwords, signInLimits } = fastify
+  const { db, mail, passwords, signInLimits } = fastify
+  await fastify.register(recovery)
 
   fastify.post('/register', {
     config: { public: true },
@@ -20,6 +23,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'register',
       summary: 'Create an account and sign in',
       description: 'Emails are trimmed and lower-cased. The password is 8 characters to 72 bytes (UTF-8). Sets the `auth_token` cookie. ' +
+        'Queues a welcome email with the verification link. ' +
         'Limited per client address and per email like sign-in.',
       body: ref(RegisterBody),
       response: { 201: ref(AuthResponse), ...errorResponses(409) }
@@ -40,11 +44,16 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     const name = request.body.name?.trim() || null
     let user
     try {
-      user = await db.transaction().execute((tx) => createUserWithPreferences(tx, { id: randomUUID(), name, email, passwordHash }))
+      user = await db.transaction().execute(async (tx) => {
+        const created = await createUserWithPreferences(tx, { id: randomUUID(), name, email, passwordHash })
+        await queueWelcome(tx, mail.context, created)
+        return created
+      })
     } catch (err) {
       if (isUniqueViolation(err)) throw await taken()
       throw err
     }
+    mail.wake()
     const token = fastify.signIn(reply, user)
     return reply.code(201).send({ success: true, token, user: toUser(user) })
   })

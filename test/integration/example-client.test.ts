@@ -1,20 +1,24 @@
 // The typed example client (examples/client.ts, generated from openapi.json) against the
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
-import { walkthrough } from '../../examples/client.js'
+import { forgotPassword, resetPassword, walkthrough } from '../../examples/client.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
+import { startSmtpSink } from '../smtp-sink.js'
 import { startStripeStandIn } from '../stripe-stand-in.js'
 
 t.test('register, sign in, create and list tasks, start a checkout through the generated client', async (t) => {
   const stripe = await startStripeStandIn()
   t.teardown(() => stripe.close())
+  const smtp = await startSmtpSink()
+  t.teardown(() => smtp.close())
   const server = startServer({
     PORT: String(await freePort()),
     AUTH_JWT_SECRET: TEST_SECRET,
     PAYMENT_SECRET_KEY: 'sk_test_example',
     PAYMENT_PRICE_IDS: 'price_pro_monthly',
     PAYMENT_API_URL: stripe.url,
+    SMTP_URL: smtp.url,
     ...await testDatabaseEnv(t)
   })
   t.teardown(() => { server.child.kill('SIGKILL') })
@@ -35,4 +39,11 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
   const again = await walkthrough(server.base, { email, password: 'correct horse battery', priceId: 'price_pro_monthly' })
   t.equal(again.user.id, result.user.id)
   t.equal(again.counts.total, 2)
+
+  // Forgot password, then the link's token through the same typed client.
+  await forgotPassword(server.base, email)
+  const mail = await smtp.waitFor((m) => m.to === email && /^Reset your password/.test(m.subject))
+  const reset = await resetPassword(server.base, mail.token!, 'a new horse battery')
+  t.equal(reset.user.id, result.user.id)
+  await t.rejects(resetPassword(server.base, mail.token!, 'once more please'), /RESET_TOKEN_INVALID/)
 })

@@ -1,0 +1,178 @@
+// The email outbox and the one-time email tokens. Rows are written inside the caller's
+// transaction (with the change that causes the message); the sender claims due rows with a
+// lease (FOR UPDATE SKIP LOCKED, so concurrent senders never take the same row), sends
+// outside any transaction, then records the outcome.
+import { sql, type Kysely } from 'kysely'
+import type { Database, EmailTokenPurpose, UserRow } from './types.js'
+
+export interface OutgoingEmail {
+  userId: string | null
+  kind: string
+  recipient: string
+  subject: string
+  text: string
+  html: string
+  link: string | null
+}
+
+export interface ClaimedEmail {
+  id: string
+  kind: string
+  recipient: string
+  subject: string
+  text: string
+  html: string
+  link: string | null
+  attempts: number
+  createdAt: string
+}
+
+export async function queueEmail (db: Kysely<Database>, email: OutgoingEmail): Promise<void> {
+  await db.insertInto('email_outbox').values({
+    user_id: email.userId,
+    kind: email.kind,
+    recipient: email.recipient,
+    subject: email.subject,
+    text_body: email.text,
+    html_body: email.html,
+    link: email.link
+  }).execute()
+}
+
+/**
+ * Takes up to `limit` due messages for `leaseMs`: until the lease ends no other sender takes
+ * them. A sender that dies mid-send leaves its rows to be taken again once the lease ends.
+ */
+export async function claimDueEmails (db: Kysely<Database>, limit: number, leaseMs: number): Promise<ClaimedEmail[]> {
+  const rows = await db.updateTable('email_outbox')
+    .set({
+      locked_until: sql`now() + ${leaseMs}::int * interval '1 millisecond'`,
+      attempts: sql`attempts + 1`
+    })
+    .where('id', 'in', (eb) => eb.selectFrom('email_outbox').select('id')
+      .where('sent_at', 'is', null)
+      .where('failed_at', 'is', null)
+      .where('next_attempt_at', '<=', sql<string>`now()`)
+      .where((w) => w.or([w('locked_until', 'is', null), w('locked_until', '<', sql<string>`now()`)]))
+      .orderBy('id')
+      .limit(limit)
+      .forUpdate()
+      .skipLocked())
+    .returning([
+      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link', 'attempts', 'created_at'
+    ])
+    .execute()
+  return rows
+    .map((row) => ({
+      id: row.id,
+      kind: row.kind,
+      recipient: row.recipient,
+      subject: row.subject,
+      text: row.text_body ?? '',
+      html: row.html_body ?? '',
+      link: row.link,
+      attempts: Number(row.attempts),
+      createdAt: row.created_at
+    }))
+    .sort((a, b) => Number(a.id) - Number(b.id))
+}
+
+/** Delivered: the body (which may hold a token) is blanked. */
+export async function markEmailSent (db: Kysely<Database>, id: string): Promise<void> {
+  await db.updateTable('email_outbox')
+    .set({ sent_at: sql`now()`, locked_until: null, last_error: null, text_body: null, html_body: null, link: null })
+    .where('id', '=', sql<string>`${id}::bigint`)
+    .execute()
+}
+
+/** Failed for now: tried again after `delayMs`. */
+export async function scheduleEmailRetry (db: Kysely<Database>, id: string, delayMs: number, error: string): Promise<void> {
+  await db.updateTable('email_outbox')
+    .set({ next_attempt_at: sql`now() + ${Math.round(delayMs)}::int * interval '1 millisecond'`, locked_until: null, last_error: error })
+    .where('id', '=', sql<string>`${id}::bigint`)
+    .execute()
+}
+
+/** Given up: kept with its error for inspection; the body is blanked like a sent one. */
+export async function markEmailFailed (db: Kysely<Database>, id: string, error: string): Promise<void> {
+  await db.updateTable('email_outbox')
+    .set({ failed_at: sql`now()`, locked_until: null, last_error: error, text_body: null, html_body: null, link: null })
+    .where('id', '=', sql<string>`${id}::bigint`)
+    .execute()
+}
+
+/** Claimed but not attempted (the sender is stopping): free again at once. */
+export async function releaseEmails (db: Kysely<Database>, ids: string[]): Promise<void> {
+  if (ids.length === 0) return
+  await db.updateTable('email_outbox')
+    .set({ locked_until: null, attempts: sql`greatest(attempts - 1, 0)` })
+    .where('id', 'in', ids.map((id) => sql<string>`${id}::bigint`))
+    .execute()
+}
+
+/** Housekeeping: expired or used tokens, and sent messages after a week (failed ones stay a month). */
+export async function purgeEmailRecords (db: Kysely<Database>): Promise<void> {
+  await db.deleteFrom('email_tokens').where('expires_at', '<', sql<string>`now()`).execute()
+  await db.deleteFrom('email_outbox').where('sent_at', '<', sql<string>`now() - interval '7 days'`).execute()
+  await db.deleteFrom('email_outbox').where('failed_at', '<', sql<string>`now() - interval '30 days'`).execute()
+}
+
+export async function insertEmailToken (
+  db: Kysely<Database>,
+  token: { hash: string, userId: string, purpose: EmailTokenPurpose, email: string, ttlMs: number }
+): Promise<void> {
+  await db.insertInto('email_tokens').values({
+    token_hash: token.hash,
+    user_id: token.userId,
+    purpose: token.purpose,
+    email: token.email,
+    expires_at: sql`now() + ${token.ttlMs}::int * interval '1 millisecond'`
+  }).execute()
+}
+
+/**
+ * The user a live token names: unused, unexpired, of this purpose, and issued for the
+ * address the user still has. Looked up by hash, so no comparison of secrets takes place.
+ */
+export function findUserForEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<UserRow | undefined> {
+  return db.selectFrom('email_tokens')
+    .innerJoin('users', (j) => j.onRef('users.id', '=', 'email_tokens.user_id').onRef('users.email', '=', 'email_tokens.email'))
+    .selectAll('users')
+    .where('email_tokens.token_hash', '=', hash)
+    .where('email_tokens.purpose', '=', purpose)
+    .where('email_tokens.used_at', 'is', null)
+    .where('email_tokens.expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+}
+
+/**
+ * Uses the token once: its user id, or undefined when it is not live (see
+ * findUserForEmailToken). Of two concurrent uses one wins. Other live tokens of the same
+ * purpose for the user go with it.
+ */
+export async function consumeEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<string | undefined> {
+  const used = await db.updateTable('email_tokens')
+    .set({ used_at: sql`now()` })
+    .where('token_hash', '=', hash)
+    .where('purpose', '=', purpose)
+    .where('used_at', 'is', null)
+    .where('expires_at', '>', sql<string>`now()`)
+    .where(({ exists, selectFrom }) => exists(selectFrom('users').select(sql`1`.as('one'))
+      .whereRef('users.id', '=', 'email_tokens.user_id')
+      .whereRef('users.email', '=', 'email_tokens.email')))
+    .returning('user_id')
+    .executeTakeFirst()
+  if (used === undefined) return undefined
+  await voidEmailTokens(db, used.user_id, purpose)
+  return used.user_id
+}
+
+/** Ends every live token of this purpose for the user (a new password, a new address). */
+export async function voidEmailTokens (db: Kysely<Database>, userId: string, purpose: EmailTokenPurpose): Promise<void> {
+  await db.updateTable('email_tokens')
+    .set({ used_at: sql`now()` })
+    .where('user_id', '=', userId)
+    .where('purpose', '=', purpose)
+    .where('used_at', 'is', null)
+    .execute()
+}

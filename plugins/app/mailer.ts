@@ -1,0 +1,187 @@
+// The outbox sender: delivers the email rows that requests queued in their transactions
+// (mail/outbox.ts). It claims a few due rows at a time under a lease (db/email.ts; several
+// instances share the table without sending a row twice), sends each outside any
+// transaction, then marks it sent or schedules a retry with exponential backoff, giving up
+// EMAIL_GIVE_UP_MS after the message was queued (or at once on a permanent 5xx refusal).
+// It runs every EMAIL_POLL_INTERVAL_MS and at once when a request has queued mail (wake()).
+// Transport: SMTP_URL through nodemailer; unset, outside production each message is logged
+// (recipient, subject, link) instead, and in production messages stay queued until it is set.
+import fp from 'fastify-plugin'
+import nodemailer from 'nodemailer'
+import { claimDueEmails, markEmailFailed, markEmailSent, purgeEmailRecords, releaseEmails, scheduleEmailRetry, type ClaimedEmail } from '../../db/email.js'
+import type { MailContext } from '../../mail/messages.js'
+import { MAX_LOGGED_TEXT } from '../../server-options.js'
+
+export interface Mailer {
+  /** What messages are built with: the product name and APP_URL. */
+  context: MailContext
+  /** Call after a commit that queued mail: the sender looks at the outbox now. */
+  wake: () => void
+  /**
+   * Runs `work` (a transaction that queues mail) without the request waiting for it, so the
+   * answer cannot tell whether anything was queued; then wakes the sender. A failure is
+   * logged. Finished before the database closes.
+   */
+  inBackground: (what: string, work: () => Promise<unknown>) => void
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    mail: Mailer
+  }
+}
+
+const BATCH_SIZE = 10
+// Long enough for a batch of sends, each bounded by the transport's timeouts below; a sender
+// that dies leaves its rows to others once it ends.
+const LEASE_MS = 5 * 60_000
+const MAX_RETRY_DELAY_MS = 60 * 60_000
+// On shutdown an in-flight send gets this long to finish before it is aborted (and retried).
+const CLOSE_WAIT_MS = 3_000
+const HOUSEKEEPING_INTERVAL_MS = 10 * 60_000
+const SMTP_TIMEOUTS = { connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 20_000, dnsTimeout: 10_000 }
+
+/** The display name of EMAIL_FROM ("Task App <no-reply@…>"), or a neutral default. */
+export function productName (from: string): string {
+  const name = /^\s*"?([^"<]*?)"?\s*</.exec(from)?.[1]?.trim()
+  return name || 'Task App'
+}
+
+const clip = (text: string): string => text.length <= MAX_LOGGED_TEXT ? text : `${text.slice(0, MAX_LOGGED_TEXT)}…`
+
+/** A refusal the server means for good (5xx), as opposed to a network failure or a 4xx "try later". */
+const isPermanent = (err: unknown): boolean => {
+  const code = (err as { responseCode?: unknown }).responseCode
+  return typeof code === 'number' && code >= 500 && code < 600
+}
+
+type Deliver = (email: ClaimedEmail, signal: AbortSignal) => Promise<void>
+
+export default fp(async function mailer (fastify) {
+  const { config, db, log } = fastify
+  const context: MailContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM) }
+
+  let deliver: Deliver | undefined
+  if (config.SMTP_URL !== undefined) {
+    const transport = nodemailer.createTransport({ url: config.SMTP_URL, ...SMTP_TIMEOUTS })
+    fastify.addHook('onClose', () => transport.close())
+    deliver = async (email, signal) => {
+      await transport.sendMail({ from: config.EMAIL_FROM, to: email.recipient, subject: email.subject, text: email.text, html: email.html, signal })
+    }
+  } else if (config.NODE_ENV !== 'production') {
+    // The one place a link is logged: development, so a newcomer can follow it.
+    deliver = async (email) => {
+      log.info({ to: email.recipient, subject: email.subject, link: email.link ?? undefined }, 'email (SMTP_URL is not set: logged, not sent)')
+    }
+  } else {
+    log.warn('SMTP_URL is not set: emails are queued and will be sent once it is')
+  }
+
+  let stopped = false
+  let again = false
+  let running: Promise<void> | undefined
+  let timer: NodeJS.Timeout | undefined
+  let lastHousekeeping = 0
+  const shutdown = new AbortController()
+
+  const sendOne = async (send: Deliver, email: ClaimedEmail) => {
+    try {
+      await send(email, shutdown.signal)
+    } catch (err) {
+      const error = clip(String((err as Error).message ?? err))
+      if (shutdown.signal.aborted) {
+        await scheduleEmailRetry(db, email.id, 0, 'interrupted by shutdown')
+        log.info({ emailId: email.id, kind: email.kind }, 'email send interrupted by shutdown: left for the next sender')
+        return
+      }
+      const age = Date.now() - Date.parse(email.createdAt)
+      if (isPermanent(err) || age >= config.EMAIL_GIVE_UP_MS) {
+        await markEmailFailed(db, email.id, error)
+        log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts, err }, 'email given up')
+        return
+      }
+      const delay = Math.min(config.EMAIL_RETRY_BASE_MS * 2 ** Math.min(email.attempts - 1, 30), Math.max(MAX_RETRY_DELAY_MS, config.EMAIL_RETRY_BASE_MS))
+      await scheduleEmailRetry(db, email.id, delay, error)
+      log.warn({ emailId: email.id, kind: email.kind, attempts: email.attempts, retryInMs: delay, err }, 'email not sent: will retry')
+      return
+    }
+    await markEmailSent(db, email.id)
+    log.info({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email sent')
+  }
+
+  const deliverDue = async (send: Deliver) => {
+    for (;;) {
+      again = false
+      const batch = await claimDueEmails(db, BATCH_SIZE, LEASE_MS)
+      const sendBy = Date.now() + LEASE_MS / 2
+      for (const [i, email] of batch.entries()) {
+        // Stopping, or the lease running short: the rest go back for any sender to take.
+        if (stopped || Date.now() > sendBy) {
+          await releaseEmails(db, batch.slice(i).map((e) => e.id))
+          break
+        }
+        await sendOne(send, email)
+      }
+      if (batch.length === BATCH_SIZE) again = true
+      if (!again || stopped) break
+    }
+  }
+
+  // Without a transport (production, no SMTP_URL) only the housekeeping runs.
+  const pass = async (send: Deliver | undefined) => {
+    if (send !== undefined) await deliverDue(send)
+    if (Date.now() - lastHousekeeping >= HOUSEKEEPING_INTERVAL_MS) {
+      lastHousekeeping = Date.now()
+      await purgeEmailRecords(db)
+    }
+  }
+
+  const run = (): void => {
+    if (stopped) return
+    if (running !== undefined) {
+      again = true
+      return
+    }
+    clearTimeout(timer)
+    running = pass(deliver)
+      .catch((err) => { log.error({ err }, 'email sender failed: trying again at the next interval') })
+      .finally(() => {
+        running = undefined
+        if (stopped) return
+        if (again) setImmediate(run)
+        else timer = setTimeout(run, config.EMAIL_POLL_INTERVAL_MS).unref()
+      })
+  }
+
+  const background = new Set<Promise<unknown>>()
+  const inBackground = (what: string, work: () => Promise<unknown>) => {
+    // Begun on a later turn of the event loop, after the answer is on its way: the embedded
+    // database runs its queries on this thread, so starting now would delay the answer.
+    const task = new Promise((resolve) => setImmediate(resolve))
+      .then(work)
+      .then(run, (err) => { log.error({ err, what }, 'queueing an email failed') })
+    background.add(task)
+    task.finally(() => background.delete(task)).catch(() => {})
+  }
+
+  fastify.decorate('mail', { context, wake: run, inBackground } satisfies Mailer)
+  // Requests still in flight at shutdown may queue more: onClose hooks run after them, and
+  // this one (registered after the database's) before the database closes.
+  fastify.addHook('onClose', async () => { await Promise.allSettled(background) })
+  fastify.addHook('onReady', async () => { run() })
+  // Before the database closes: no new pass; the one in flight may finish its send, then is
+  // aborted (its message is retried by the next sender, here after a restart or elsewhere).
+  fastify.addHook('preClose', async () => {
+    await Promise.allSettled(background)
+    stopped = true
+    clearTimeout(timer)
+    const inFlight = running
+    if (inFlight === undefined) return
+    let waited: NodeJS.Timeout | undefined
+    await Promise.race([inFlight, new Promise((resolve) => { waited = setTimeout(resolve, CLOSE_WAIT_MS) })])
+    clearTimeout(waited)
+    shutdown.abort()
+    await Promise.race([inFlight, new Promise((resolve) => { waited = setTimeout(resolve, CLOSE_WAIT_MS) })])
+    clearTimeout(waited)
+  })
+}, { name: 'mailer', dependencies: ['db'] })
