@@ -15,14 +15,9 @@ export interface OutgoingEmail {
   link: string | null
 }
 
-export interface ClaimedEmail {
+/** A queued message as the sender claims it. */
+export interface ClaimedEmail extends Omit<OutgoingEmail, 'userId'> {
   id: string
-  kind: string
-  recipient: string
-  subject: string
-  text: string
-  html: string
-  link: string | null
   attempts: number
   createdAt: string
 }

@@ -17,6 +17,10 @@ const until = async (condition: () => Promise<boolean> | boolean, what: string, 
   }
 }
 
+/** Signs up `email` on the server at `base`; the welcome email is queued with the account. */
+const register = async (base: string, email: string): Promise<number> => (await fetch(`${base}/auth/register`, {
+  method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'correct horse battery' })
+})).status
 t.test('two instances on one PostgreSQL database send each queued email exactly once', async (t) => {
   const sink = await startSmtpSink()
   t.teardown(() => sink.close())
@@ -64,10 +68,7 @@ t.test('SIGTERM while an email is on the wire: the send is cut off and retried a
   const arrived = new Promise<void>((resolve) => sink.onData(resolve))
   const first = await start()
   const email = uniqueEmail('sigterm')
-  const registered = await fetch(`${first.base}/auth/register`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'correct horse battery' })
-  })
-  t.equal(registered.status, 201)
+  t.equal(await register(first.base, email), 201)
   await arrived
   // The message's data is at the server, its answer held: the send is in flight.
   first.child.kill('SIGTERM')
@@ -96,10 +97,7 @@ t.test('SIGTERM while an email is on the wire: a send that finishes in time is n
   sink.hold()
   const arrived = new Promise<void>((resolve) => sink.onData(resolve))
   const email = uniqueEmail('graceful')
-  const registered = await fetch(`${server.base}/auth/register`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'correct horse battery' })
-  })
-  t.equal(registered.status, 201)
+  t.equal(await register(server.base, email), 201)
   await arrived
   server.child.kill('SIGTERM')
   await new Promise((resolve) => setTimeout(resolve, 500))
@@ -135,10 +133,7 @@ t.test('without SMTP_URL in production: starts, warns once, and keeps the emails
   t.teardown(() => { server.child.kill('SIGKILL') })
   await waitUntilUp(server)
   const email = uniqueEmail('queued')
-  const registered = await fetch(`${server.base}/auth/register`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email, password: 'correct horse battery' })
-  })
-  t.equal(registered.status, 201)
+  t.equal(await register(server.base, email), 201)
   // Several poll intervals pass.
   await new Promise((resolve) => setTimeout(resolve, 1000))
   server.child.kill('SIGTERM')
