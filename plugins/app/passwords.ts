@@ -14,7 +14,7 @@ import type { BcryptTask } from './bcrypt.worker.js'
 const SHED_WARNING_INTERVAL_MS = 10_000
 // piscina's refusals: the queue is full, or (BCRYPT_QUEUE_MAX=0) there is none and every thread is busy.
 const QUEUE_FULL = new Set(['Task queue is at limit', 'No task queue available and all Workers are busy'])
-// A valid 12-round hash of a random string nobody knows; at another cost one is made at start.
+// A valid 12-round hash of a random string nobody knows (at another cost, see dummy() below).
 const DUMMY_HASH_12 = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
 
 export interface Passwords {

@@ -1,8 +1,7 @@
 // Two instances on one PostgreSQL database and one Redis, as behind a load balancer:
 // nothing one instance needs lives only in the other's memory.
-import { randomInt, randomUUID } from 'node:crypto'
 import t from 'tap'
-import { build, json, registerUser, serverDatabase } from '../helper.js'
+import { build, failedLogin, json, randomAddress, registerUser, serverDatabase, uniqueEmail } from '../helper.js'
 import { checkoutSessionCompleted, signedDelivery } from '../stripe-events.js'
 import { startStripeStandIn } from '../stripe-stand-in.js'
 
@@ -50,20 +49,15 @@ t.test('one webhook event delivered to both instances at the same moment is appl
 })
 
 t.test('the sign-in rate limit is shared through Redis', async (t) => {
-  const remoteAddress = `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
+  const remoteAddress = randomAddress()
   const statuses = []
-  for (const app of [a, b, a, b, a]) {
-    statuses.push((await app.inject({ method: 'POST', url: '/auth/login', remoteAddress, payload: { email: `${randomUUID()}@example.com`, password: 'whatever1' } })).statusCode)
-  }
+  for (const app of [a, b, a, b, a]) statuses.push((await failedLogin(app, uniqueEmail(), remoteAddress)).statusCode)
   t.same(statuses, [401, 401, 401, 401, 429])
 })
 
 t.test('failures per email are shared too: an address that failed on one instance waits on the other', async (t) => {
-  const address = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
-  const target = `shared-target-${randomUUID()}@example.com`
-  const login = (app: typeof a, remoteAddress: string) =>
-    app.inject({ method: 'POST', url: '/auth/login', remoteAddress, payload: { email: target, password: 'not the password' } })
-  const guessers = [address(), address(), address(), address()]
-  for (const guesser of guessers) t.equal((await login(a, guesser)).statusCode, 401)
-  t.equal((await login(b, guessers[0]!)).statusCode, 429)
+  const target = uniqueEmail('shared-target')
+  const guessers = [randomAddress(), randomAddress(), randomAddress(), randomAddress()]
+  for (const guesser of guessers) t.equal((await failedLogin(a, target, guesser)).statusCode, 401)
+  t.equal((await failedLogin(b, target, guessers[0]!)).statusCode, 429)
 })
