@@ -93,3 +93,13 @@ t.test('an overloaded event loop sheds load with 503 + Retry-After; /health stay
   t.match(shed!.res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'and the request id')
   t.equal(shed!.health.statusCode, 200, 'liveness is not load-shed')
 })
+
+t.test('at a cost other than 12, a dummy hash shed once is made again by the next unknown email', async (t) => {
+  const app = await build(t, { BCRYPT_WORKERS: '1', BCRYPT_ROUNDS: '10', BCRYPT_QUEUE_MAX: '1' })
+  const hashing = [app.passwords.hash('occupies the only thread'), app.passwords.hash('and the one queue place')]
+  await t.rejects(app.passwords.verify('someone', undefined), { code: 'OVERLOADED' }, 'shed while the pool is full')
+  await Promise.all(hashing)
+  t.equal(await app.passwords.verify('someone', undefined), false, 'the next attempt hashes the dummy and answers')
+  t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'an unknown email signs in to a 401, not a 503')
+})
+

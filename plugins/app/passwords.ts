@@ -87,7 +87,9 @@ export default fp(async function passwords (fastify) {
   // another cost than 12 it is made by the first sign-in that needs it.
   const rounds = fastify.config.BCRYPT_ROUNDS
   let dummyHash: Promise<string> | undefined = rounds === 12 ? Promise.resolve(DUMMY_HASH_12) : undefined
-  const dummy = () => (dummyHash ??= run<string>({ op: 'hash', password: randomBytes(18).toString('base64'), rounds }))
+  // A failed attempt (shed) is forgotten, so the next sign-in tries again.
+  const dummy = () => (dummyHash ??= run<string>({ op: 'hash', password: randomBytes(18).toString('base64'), rounds })
+    .catch((err: unknown) => { dummyHash = undefined; throw err }))
 
   fastify.decorate('passwords', {
     admit () {
