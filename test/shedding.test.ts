@@ -102,4 +102,3 @@ t.test('at a cost other than 12, a dummy hash shed once is made again by the nex
   t.equal(await app.passwords.verify('someone', undefined), false, 'the next attempt hashes the dummy and answers')
   t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'an unknown email signs in to a 401, not a 503')
 })
-
