@@ -76,3 +76,16 @@ t.test('X-Forwarded-For counts only when TRUST_PROXY says so', async (t) => {
   for (let i = 0; i < 3; i++) behindProxy.push((await login(trusting, uniqueEmail(), proxy, { 'x-forwarded-for': ip() })).statusCode)
   t.same(behindProxy, [401, 401, 401], 'behind a trusted proxy each client has its own bucket')
 })
+
+t.test('"forgot password" requests for an email never hold back its owner\'s sign-in', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '3' })
+  const owner = await registerUser(app, { email: uniqueEmail('forgetful'), password: 'the owner knows this' })
+  for (let i = 0; i < 3; i++) {
+    const forgot = await app.inject({ method: 'POST', url: '/auth/password/forgot', remoteAddress: ip(), payload: { email: owner.email } })
+    t.equal(forgot.statusCode, 202)
+  }
+  const home = ip()
+  t.equal((await login(app, owner.email, home)).statusCode, 401, 'the owner mistypes once at home')
+  const signIn = await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: home, payload: { email: owner.email, password: 'the owner knows this' } })
+  t.equal(signIn.statusCode, 200, 'and signs in: the forgot requests did not count as failed sign-ins')
+})

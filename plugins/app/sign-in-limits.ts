@@ -15,11 +15,18 @@ import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
 import { rateLimited } from '../../errors.js'
 
+/** What an email's failures count towards: sign-in (password guesses) or sending it mail. */
+export type Scope = 'sign-in' | 'mail'
+
 export interface SignInLimits {
-  /** Counts an attempt from this address for `email`; throws 429 when it must wait. */
-  admit: (request: FastifyRequest, email: string) => Promise<void>
-  /** The attempt failed: counts against the email and the address. */
-  failed: (request: FastifyRequest, email: string) => Promise<void>
+  /**
+   * Counts an attempt from this address; throws 429 when it must wait. With `email`, also
+   * refuses an address that failed recently once that email is past its failures. `scope`
+   * keeps kinds apart: 'mail' (requests that send an email) never holds back a sign-in.
+   */
+  admit: (request: FastifyRequest, email?: string, scope?: Scope) => Promise<void>
+  /** The attempt failed: counts against the address and, when given, the email. */
+  failed: (request: FastifyRequest, email?: string, scope?: Scope) => Promise<void>
   /** The attempt succeeded: the email's failures are forgotten. */
   succeeded: (email: string) => Promise<void>
 }
@@ -87,6 +94,8 @@ function redisCounters (redis: Redis, windowMs: number, onError: (err: Error) =>
   }
 }
 
+const failuresOf = (email: string, scope: Scope): string => scope === 'sign-in' ? `failures:${email}` : `mail-requests:${email}`
+
 export default fp(async function signInLimits (fastify) {
   const { config, log } = fastify
   const max = config.AUTH_RATE_LIMIT_MAX
@@ -98,18 +107,18 @@ export default fp(async function signInLimits (fastify) {
   const limits: SignInLimits = max === 0
     ? { admit: async () => {}, failed: async () => {}, succeeded: async () => {} }
     : {
-        async admit (request, email) {
+        async admit (request, email, scope = 'sign-in') {
           const attempts = await counters.increment(`attempts:${request.ip}`)
           if (attempts.count > max) throw rateLimited(attempts.ttlMs / 1000)
-          if (await counters.get(`failures:${email}`) >= max && await counters.get(`failures-from:${request.ip}`) > 0) {
+          if (email !== undefined && await counters.get(failuresOf(email, scope)) >= max && await counters.get(`failures-from:${request.ip}`) > 0) {
             throw rateLimited(windowMs / 1000)
           }
         },
-        async failed (request, email) {
-          await counters.increment(`failures:${email}`)
+        async failed (request, email, scope = 'sign-in') {
+          if (email !== undefined) await counters.increment(failuresOf(email, scope))
           await counters.increment(`failures-from:${request.ip}`)
         },
-        succeeded: (email) => counters.reset(`failures:${email}`)
+        succeeded: (email) => counters.reset(failuresOf(email, 'sign-in'))
       }
   fastify.decorate('signInLimits', limits)
 }, { name: 'sign-in-limits', dependencies: ['redis'] })

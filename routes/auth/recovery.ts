@@ -28,12 +28,12 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const email = normalizeEmail(request.body.email)
-    await signInLimits.admit(request, email)
+    await signInLimits.admit(request, email, 'mail')
     const user = await findUserByEmail(db, email)
     // Not awaited: the answer must not take longer when there is something to queue.
     if (user !== undefined) mail.inBackground('password reset', () => db.transaction().execute((tx) => queuePasswordReset(tx, mail.context, user)))
     // Counted against the email either way, so one inbox cannot be flooded from many addresses.
-    await signInLimits.failed(request, email)
+    await signInLimits.failed(request, email, 'mail')
     return reply.code(202).send({ success: true as const, data: null })
   })
 
@@ -53,11 +53,11 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     const { token, password } = request.body
     if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) throw new ValidationError([`Password must be at most ${MAX_PASSWORD_BYTES} bytes - password`])
     const hash = hashToken(token)
-    const limitKey = `reset:${hash}`
-    await signInLimits.admit(request, limitKey)
+    // Limited per address only: the email is not known before the token is checked.
+    await signInLimits.admit(request)
     passwords.admit()
     const invalid = async () => {
-      await signInLimits.failed(request, limitKey)
+      await signInLimits.failed(request)
       return new ResetTokenInvalidError()
     }
     // Checked before hashing (no hash for a bad token), and used up only in the transaction below.
@@ -90,14 +90,13 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const hash = hashToken(request.body.token)
-    const limitKey = `verify:${hash}`
-    await signInLimits.admit(request, limitKey)
+    await signInLimits.admit(request)
     const user = await db.transaction().execute(async (tx) => {
       const userId = await consumeEmailToken(tx, hash, 'email_verification')
       return userId === undefined ? undefined : markEmailVerified(tx, userId)
     })
     if (user === undefined) {
-      await signInLimits.failed(request, limitKey)
+      await signInLimits.failed(request)
       throw new VerificationTokenInvalidError()
     }
     return { success: true as const, data: toUser(user) }
@@ -115,10 +114,10 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const { user } = request
     if (user.email_verified !== null) throw new EmailAlreadyVerifiedError()
-    await signInLimits.admit(request, user.email)
+    await signInLimits.admit(request, user.email, 'mail')
     await db.transaction().execute((tx) => queueVerification(tx, mail.context, user))
     mail.wake()
-    await signInLimits.failed(request, user.email)
+    await signInLimits.failed(request, user.email, 'mail')
     return reply.code(202).send({ success: true as const, data: null })
   })
 }
