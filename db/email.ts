@@ -89,9 +89,10 @@ export async function scheduleEmailRetry (db: Kysely<Database>, id: string, dela
 }
 
 /** Given up: kept with its error for inspection; the body is blanked like a sent one. */
-export async function markEmailFailed (db: Kysely<Database>, id: string, error: string): Promise<void> {
+/** Given up. `error` replaces the last delivery error, or with `ifNoneBefore` only stands in for none. */
+export async function markEmailFailed (db: Kysely<Database>, id: string, error: string, ifNoneBefore = false): Promise<void> {
   await db.updateTable('email_outbox')
-    .set({ failed_at: sql`now()`, locked_until: null, last_error: error, text_body: null, html_body: null, link: null })
+    .set({ failed_at: sql`now()`, locked_until: null, last_error: ifNoneBefore ? sql<string>`coalesce(last_error, ${error})` : error, text_body: null, html_body: null, link: null })
     .where('id', '=', sql<string>`${id}::bigint`)
     .execute()
 }

@@ -268,6 +268,21 @@ t.test('a message that cannot be delivered in EMAIL_GIVE_UP_MS is given up, with
   t.ok(failed.attempts >= 2, `attempted ${failed.attempts} times`)
 })
 
+t.test('a message older than EMAIL_GIVE_UP_MS when its turn comes is given up, not sent with expired links', async (t) => {
+  const sink = await startSmtpSink()
+  t.teardown(() => sink.close())
+  const app = await build(t, { SMTP_URL: sink.url, EMAIL_POLL_INTERVAL_MS: '100', EMAIL_GIVE_UP_MS: '60000' })
+  const stale = uniqueEmail('stale')
+  // Queued two hours ago, while mail was not configured.
+  await app.db.insertInto('email_outbox').values({ user_id: null, kind: 'welcome', recipient: stale, subject: 'Welcome', text_body: 'old', html_body: '<p>old</p>', link: 'http://localhost:3000/verify-email?token=old', created_at: sql`now() - interval '2 hours'` as never }).execute()
+  const fresh = await registerUser(app)
+  await sink.waitFor((m) => m.to === fresh.email)
+  const row = () => app.db.selectFrom('email_outbox').selectAll().where('recipient', '=', stale).executeTakeFirstOrThrow()
+  for (let i = 0; i < 100 && (await row()).failed_at === null; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  t.match(await row(), { sent_at: null, failed_at: ISO, last_error: 'not sent within EMAIL_GIVE_UP_MS', text_body: null, link: null })
+  t.notOk(sink.received.some((m) => m.to === stale), 'never sent')
+})
+
 t.test('a permanent refusal (SMTP 5xx) is given up at once, recorded, and other mail still flows', async (t) => {
   const refusing = await startSmtpSink(0, { rejectRecipients: /^gone-/ })
   t.teardown(() => refusing.close())

@@ -85,6 +85,12 @@ export default fp(async function mailer (fastify) {
   const shutdown = new AbortController()
 
   const sendOne = async (send: Deliver, email: ClaimedEmail) => {
+    // Queued too long ago (mail was off, or the server was down): its links have expired.
+    if (Date.now() - Date.parse(email.createdAt) >= config.EMAIL_GIVE_UP_MS) {
+      await markEmailFailed(db, email.id, 'not sent within EMAIL_GIVE_UP_MS', true)
+      log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email given up')
+      return
+    }
     try {
       await send(email, shutdown.signal)
     } catch (err) {
