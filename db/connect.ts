@@ -84,10 +84,11 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
         return result
       }
     }
+    const max = options.poolMax ?? 10
     const pool = new pg.Pool({
       Client: ServiceClient,
       connectionString: options.url,
-      max: options.poolMax ?? 10,
+      max,
       // Fail fast instead of queueing forever when the server is gone or the pool is exhausted.
       connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
       idleTimeoutMillis: 30_000,
@@ -106,7 +107,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
     const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
     const poolStats = (): PoolStats => ({
-      inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max: pool.options.max ?? 10
+      inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max
     })
     return { db, kind: 'postgres', poolStats, close: () => db.destroy() }
   }

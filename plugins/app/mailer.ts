@@ -106,7 +106,7 @@ export default fp(async function mailer (fastify) {
         log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts, err }, 'email given up')
         return
       }
-      const delay = Math.min(config.EMAIL_RETRY_BASE_MS * 2 ** Math.min(email.attempts - 1, 30), Math.max(MAX_RETRY_DELAY_MS, config.EMAIL_RETRY_BASE_MS))
+      const delay = Math.min(config.EMAIL_RETRY_BASE_MS * 2 ** Math.min(email.attempts - 1, 30), MAX_RETRY_DELAY_MS)
       await scheduleEmailRetry(db, email.id, delay, error)
       log.warn({ emailId: email.id, kind: email.kind, attempts: email.attempts, retryInMs: delay, err }, 'email not sent: will retry')
       return
