@@ -1,5 +1,6 @@
 // Reads the configuration, listens, and shuts down gracefully on SIGINT/SIGTERM:
-// in-flight requests finish, then the database closes.
+// in-flight requests finish, then the database closes. Exits 1 if the app closed itself
+// because the embedded database failed.
 import closeWithGrace from 'close-with-grace'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
@@ -21,10 +22,18 @@ try {
 const app = Fastify(serverOptions(config))
 app.register(fp(serviceApp), { config })
 
-closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+const grace = closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
   if (err) app.log.error({ err }, 'closing because of an error')
   else app.log.info({ signal }, 'shutting down')
   await app.close()
+})
+// The app may close itself: when the embedded database fails, plugins/external/db.ts sets
+// exit code 1 and closes it. The process then ends with that code (close-with-grace would
+// exit 0 when the event loop empties), and within 10 s even if a handle stays open.
+app.addHook('onClose', (_instance, done) => {
+  grace.uninstall()
+  setTimeout(() => process.exit(), 10_000).unref()
+  done()
 })
 
 try {

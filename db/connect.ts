@@ -1,13 +1,14 @@
 // The dialect choice: a pg pool when DATABASE_URL is set, otherwise embedded PGlite
-// persisted under DATA_DIR, so the service runs with zero configuration. The same
-// migrations and queries run on both, and both read timestamptz as ISO-8601 strings
+// persisted under DATA_DIR, in a thread of its own (db/pglite-thread.ts), so the service
+// runs with zero configuration. The same migrations and queries run on both, and both read timestamptz as ISO-8601 strings
 // (db/timestamps.ts).
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { Kysely, PGliteDialect, PostgresDialect } from 'kysely'
+import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { statementName } from './prepared.js'
-import { pgliteParsers, pgTypes, SESSION_SETTINGS } from './timestamps.js'
+import { PGliteThreadDialect } from './pglite-thread.js'
+import { pgTypes, SESSION_SETTINGS } from './timestamps.js'
 import type { Database } from './types.js'
 
 export interface DatabaseOptions {
@@ -23,6 +24,8 @@ export interface DatabaseOptions {
    * How long the client waits for a query's answer before failing it (503) and discarding
    * its connection: the bound when the network goes silent and nothing else would end the
    * wait. Keep it above statementTimeoutMs, so slow statements are cancelled by the server.
+   * The embedded database cannot cancel a statement: past this bound its thread is stopped
+   * and onFatal called.
    */
   queryTimeoutMs?: number
   /**
@@ -31,6 +34,11 @@ export interface DatabaseOptions {
    * PgBouncer before 1.21 in transaction mode.
    */
   preparedStatements?: boolean
+  /**
+   * The embedded database's thread died or stopped answering (db/pglite-thread.ts): every
+   * query fails from then on, and the server should stop.
+   */
+  onFatal?: (err: Error) => void
   /** Called with errors of idle pool clients (a restarted server, a killed backend), which would otherwise crash the process. */
   onPoolError?: (err: Error) => void
 }
@@ -117,7 +125,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   // Whether the one connection is taken: counted around the driver's acquire and release,
   // which Kysely calls inside its own lock. Queries waiting on that lock are not visible.
   let inUse = 0
-  class CountedPGliteDialect extends PGliteDialect {
+  class CountedDialect extends PGliteThreadDialect {
     override createDriver () {
       const driver = super.createDriver()
       const acquire = driver.acquireConnection.bind(driver)
@@ -135,24 +143,28 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     }
   }
   const db = new Kysely<Database>({
-    // One connection: Kysely serializes its use (the adapter declares no multiple
-    // connections), so concurrent requests never share a transaction; test/db.test.ts checks it.
-    dialect: new CountedPGliteDialect({
-      pglite: async () => {
-        const { PGlite } = await import('@electric-sql/pglite')
-        return PGlite.create(dir, { parsers: pgliteParsers })
-      }
+    dialect: new CountedDialect({
+      dataDir: dir,
+      settings: PGLITE_SETTINGS,
+      queryTimeoutMs: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
+      onFatal: options.onFatal
     })
   })
   const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
   return { db, kind: 'pglite', poolStats, close: () => db.destroy() }
 }
 
+// PostgreSQL settings of the embedded database. shared_buffers: PGlite's 128 MB default
+// is memory the process holds once touched; the data of a single instance fits in far less,
+// and PostgreSQL reads the rest through the operating system's cache (bench/README.md,
+// peak RSS).
+const PGLITE_SETTINGS = ['shared_buffers=32MB']
+
 // pg's error when queryTimeoutMs passes without an answer.
 const QUERY_TIMEOUT_MESSAGE = 'Query read timeout'
 
 // Errors that mean the database cannot be reached right now (as opposed to a bad query).
-const DB_UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
+const DB_UNAVAILABLE_CODES = new Set(['PGLITE_THREAD_FAILED', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
 export function isDatabaseUnavailable (err: { code?: unknown, message?: string }): boolean {
   if (typeof err.code === 'string' && DB_UNAVAILABLE_CODES.has(err.code)) return true
   const message = err.message ?? ''

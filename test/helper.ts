@@ -59,6 +59,11 @@ export async function serverDatabase (t: Teardown, prefix = 'test'): Promise<Ser
 /** A database for one test file; removed at teardown. */
 export async function testDatabaseEnv (t: Teardown): Promise<Record<string, string>> {
   if (process.env.DATABASE_URL) return { DATABASE_URL: (await serverDatabase(t)).url.toString() }
+  return embeddedDatabaseEnv(t)
+}
+
+/** A copy of the migrated embedded database, also when DATABASE_URL is set; removed at teardown. */
+export async function embeddedDatabaseEnv (t: Teardown): Promise<{ DATA_DIR: string }> {
   const dataDir = await mkdtemp(join(scratchDir, 'tsb-test-'))
   // cp(1): a tenth of the time of fs.cp for the template's thousand small files.
   await execFileAsync('cp', ['-R', `${templateDataDir()}/.`, dataDir])
@@ -66,7 +71,7 @@ export async function testDatabaseEnv (t: Teardown): Promise<Record<string, stri
   return { DATA_DIR: dataDir }
 }
 
-export async function testConfig (t: Teardown, env: Record<string, string> = {}): Promise<AppConfig> {
+export async function testConfig (t: Teardown, env: Record<string, string> = {}, database = testDatabaseEnv): Promise<AppConfig> {
   return loadConfig({
     NODE_ENV: 'test',
     LOG_LEVEL: 'silent',
@@ -78,7 +83,7 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {})
     MAX_EVENT_LOOP_DELAY_MS: '0',
     // A 4-round hash takes ~1 ms; files that test the cost itself set 12 again.
     BCRYPT_ROUNDS: '4',
-    ...await testDatabaseEnv(t),
+    ...await database(t),
     ...env
   })
 }

@@ -32,7 +32,15 @@ export default fp(async function db (fastify) {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
-    onPoolError: (err) => log.warn({ err }, 'idle database client failed')
+    onPoolError: (err) => log.warn({ err }, 'idle database client failed'),
+    // The embedded database's thread is gone: nothing can be served again. Every query
+    // answers 503 (so /ready fails), requests in flight finish, and the server closes and
+    // exits non-zero, for its supervisor to restart it.
+    onFatal: (err) => {
+      log.fatal({ err }, 'the embedded database failed: closing')
+      process.exitCode = 1
+      fastify.close().catch((closeErr: unknown) => log.error({ err: closeErr }, 'closing after the database failed'))
+    }
   })
   fastify.decorate('db', handle.db)
   registerPoolMetrics(fastify.metrics.registry, handle.poolStats)
@@ -62,7 +70,8 @@ export default fp(async function db (fastify) {
   try {
     await migrate()
   } catch (err) {
-    if (!isDatabaseUnavailable(err as Error)) throw err
+    // The embedded database has nothing to wait for: a thread that cannot start stops start-up.
+    if (handle.kind === 'pglite' || !isDatabaseUnavailable(err as Error)) throw err
     log.error({ err }, 'database unreachable at start-up: serving 503 and retrying')
     retryLater()
   }

@@ -17,8 +17,9 @@ export async function freePort (): Promise<number> {
 
 export interface Running { child: ChildProcess, base: string, output: () => string, exited: Promise<number | null> }
 
-export function startServer (env: Record<string, string>): Running {
-  const child = spawn(process.execPath, [...productionNodeFlags(ROOT), '--import', 'tsx', 'server.ts'], {
+/** `preload`: modules of the tests loaded into the server before it starts (node --import). */
+export function startServer (env: Record<string, string>, preload: string[] = []): Running {
+  const child = spawn(process.execPath, [...productionNodeFlags(ROOT), '--import', 'tsx', ...preload.flatMap((file) => ['--import', file]), 'server.ts'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', NODE_ENV: 'test', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']

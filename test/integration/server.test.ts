@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { productionNodeFlags } from '../../production-flags.js'
-import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
+import { embeddedDatabaseEnv, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
 import { ROOT } from '../paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
@@ -69,4 +69,17 @@ t.test('real socket: cookie sign-in round trip, then SIGTERM lets the in-flight 
   t.ok(Date.now() - signalledAt < 10_000, 'within 10 s')
   await t.rejects(fetch(`${server.base}/health`), 'no longer accepting connections')
   t.match(server.output(), /shutting down/)
+})
+
+t.test('the embedded database\'s thread dies: the server stops, exiting non-zero, instead of hanging', async (t) => {
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, ...await embeddedDatabaseEnv(t) }, ['./test/integration/crash-database-thread.mjs'])
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  t.equal((await fetch(`${server.base}/ready`)).status, 200)
+  const crashedAt = Date.now()
+  server.child.kill('SIGWINCH')
+  t.equal(await server.exited, 1, 'exits with code 1, for its supervisor to restart it', { output: server.output() })
+  t.ok(Date.now() - crashedAt < 10_000, 'within 10 s')
+  t.match(server.output(), /the embedded database failed: closing/)
 })

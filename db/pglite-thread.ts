@@ -1,0 +1,260 @@
+// The embedded database in a thread of its own (db/pglite.worker.ts), behind a Kysely
+// dialect: the event loop posts each query and gets its rows back, and never runs PostgreSQL
+// itself, so health checks and every other request are answered while queries run.
+//
+// One connection, as PGlite has one session: Kysely serializes its use (the adapter declares
+// no multiple connections), so a transaction's statements are never interleaved with another
+// request's. A thread that dies, or does not answer a query within queryTimeoutMs (PGlite
+// cannot cancel a statement: no statement_timeout without signals), is failed for good:
+// every waiting and later query is refused as "database unavailable" and onFatal is told,
+// so the server can stop rather than hang.
+import { existsSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { createRequire } from 'node:module'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import type { PGliteOptions } from '@electric-sql/pglite'
+import {
+  CompiledQuery, PGliteAdapter, PostgresIntrospector, PostgresQueryCompiler,
+  type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult, type TransactionSettings
+} from 'kysely'
+
+/** What the thread is started with (workerData). */
+export interface ThreadData {
+  dataDir: string
+  /** PostgreSQL settings, `name=value`, given at start-up. */
+  settings: string[]
+  /** Initialise a fresh directory, close it and end. */
+  initOnly: boolean
+  /** PGlite's code, compiled once per process and shared by its threads. */
+  wasmModule: WasmModule
+  /** PGlite's bundled files (pglite.data), read once per process. */
+  fsBundle: Blob
+}
+/** A query, or (no sql) the request to close the database and end the thread. Ids start at 1. */
+export interface ThreadRequest { id: number, sql?: string, params?: readonly unknown[] }
+export interface ThreadError { message: string, [field: string]: unknown }
+export type ThreadReply =
+  | { id: number, rows: unknown[], affectedRows?: number, error?: undefined }
+  | { id: number, error: ThreadError }
+
+export interface PGliteThreadOptions {
+  dataDir: string
+  settings?: string[]
+  /** The longest a query may take before the thread is given up as stuck. */
+  queryTimeoutMs: number
+  /** Told once, when the thread has died or hung; the database stays unavailable after. */
+  onFatal?: (err: Error) => void
+}
+
+/** The error of every query once the thread has failed; isDatabaseUnavailable knows its code. */
+export class DatabaseThreadError extends Error {
+  readonly code = 'PGLITE_THREAD_FAILED'
+}
+
+// The worker file sits beside this one: .js once compiled, imported as it is; .ts under tsx
+// (development, tests), whose loader does not reach worker threads on Node 20, so the
+// thread registers tsx's require hook itself and requires the file.
+const extension = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
+const workerUrl = new URL(`./pglite.worker${extension}`, import.meta.url)
+const bootstrap = extension === '.ts'
+  ? `require(${JSON.stringify(createRequire(import.meta.url).resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(fileURLToPath(workerUrl))})`
+  : `import(${JSON.stringify(workerUrl.href)})`
+
+// WebAssembly's types come with the DOM library, which this project does not load.
+type WasmModule = NonNullable<PGliteOptions['pgliteWasmModule']>
+declare const WebAssembly: { compile: (code: Uint8Array) => Promise<WasmModule> }
+
+// A thread's start-up is mostly compiling PGlite's 9 MB of WebAssembly: done once per
+// process, and each thread instantiates the compiled module (restarts, tests' many apps).
+let artifacts: Promise<Pick<ThreadData, 'wasmModule' | 'fsBundle'>> | undefined
+function pgliteArtifacts (): Promise<Pick<ThreadData, 'wasmModule' | 'fsBundle'>> {
+  artifacts ??= (async () => {
+    const dist = new URL('.', import.meta.resolve('@electric-sql/pglite'))
+    const [code, bundle] = await Promise.all([readFile(new URL('pglite.wasm', dist)), readFile(new URL('pglite.data', dist))])
+    return { wasmModule: await WebAssembly.compile(code), fsBundle: new Blob([bundle]) }
+  })()
+  artifacts.catch(() => { artifacts = undefined })
+  return artifacts
+}
+
+interface Pending { resolve: (reply: ThreadReply) => void, reject: (err: Error) => void, timer?: NodeJS.Timeout }
+
+export class PGliteThread {
+  readonly #worker: Worker
+  readonly #options: PGliteThreadOptions
+  readonly #pending = new Map<number, Pending>()
+  #nextId = 1
+  #failure: Error | undefined
+  #closing = false
+  /** Ready once: a failure before that is start-up's error, not onFatal's. */
+  #started = false
+
+  private constructor (worker: Worker, options: PGliteThreadOptions) {
+    this.#worker = worker
+    this.#options = options
+    worker.on('message', (reply: ThreadReply) => this.#answer(reply))
+    worker.on('error', (err) => this.#fail(new DatabaseThreadError(`the database thread failed: ${err.message}`, { cause: err })))
+    worker.on('exit', (code) => {
+      if (!this.#closing || this.#pending.size > 0) this.#fail(new DatabaseThreadError(`the database thread ended (exit code ${code})`))
+    })
+  }
+
+  /** Starts the thread and waits until the database is open (initialising a fresh directory first). */
+  static async start (options: PGliteThreadOptions): Promise<PGliteThread> {
+    const data: ThreadData = { dataDir: options.dataDir, settings: options.settings ?? [], initOnly: false, ...await pgliteArtifacts() }
+    if (!existsSync(join(options.dataDir, 'PG_VERSION'))) {
+      // initdb leaves hundreds of MB behind in the thread that ran it: run it in one that ends.
+      await new Promise<void>((resolve, reject) => {
+        const init = new Worker(bootstrap, { eval: true, workerData: { ...data, initOnly: true } })
+        init.once('error', reject)
+        init.once('exit', (code) => { if (code === 0) resolve(); else reject(new DatabaseThreadError(`initialising the database failed (exit code ${code})`)) })
+      })
+    }
+    const worker = new Worker(bootstrap, { eval: true, workerData: data })
+    const thread = new PGliteThread(worker, options)
+    // The thread says it is ready with an answer to id 0, which no request uses.
+    await new Promise((resolve, reject) => thread.#pending.set(0, { resolve, reject }))
+    thread.#started = true
+    return thread
+  }
+
+  async query (sql: string, params: readonly unknown[]): Promise<{ rows: unknown[], affectedRows?: number }> {
+    const reply = await this.#request({ sql, params }, true)
+    if (reply.error !== undefined) {
+      const { message, ...fields } = reply.error
+      throw Object.assign(new Error(message), fields)
+    }
+    return reply
+  }
+
+  /** Lets queries already sent finish, closes the data directory cleanly and ends the thread. Never throws. */
+  async close (): Promise<void> {
+    if (this.#closing) return
+    if (this.#failure !== undefined) {
+      this.#closing = true
+      await this.#worker.terminate()
+      return
+    }
+    const ended = new Promise((resolve) => this.#worker.once('exit', resolve))
+    // Bounded like a query; a thread that dies or hangs while closing is ended all the same.
+    const closed = this.#request({}, true)
+    this.#closing = true
+    await closed.catch(() => {})
+    await ended
+  }
+
+  #request (request: Omit<ThreadRequest, 'id'>, timed: boolean): Promise<ThreadReply> {
+    if (this.#failure !== undefined) return Promise.reject(this.#failure)
+    if (this.#closing) return Promise.reject(new DatabaseThreadError('the database is closed'))
+    const id = this.#nextId++
+    return new Promise<ThreadReply>((resolve, reject) => {
+      const pending: Pending = { resolve, reject }
+      if (timed) {
+        pending.timer = setTimeout(() => {
+          this.#fail(new DatabaseThreadError(`the database thread did not answer within ${this.#options.queryTimeoutMs} ms`))
+        }, this.#options.queryTimeoutMs)
+      }
+      this.#pending.set(id, pending)
+      this.#worker.postMessage({ ...request, id } satisfies ThreadRequest)
+    })
+  }
+
+  #answer (reply: ThreadReply): void {
+    const pending = this.#pending.get(reply.id)
+    if (pending === undefined) return
+    this.#pending.delete(reply.id)
+    clearTimeout(pending.timer)
+    pending.resolve(reply)
+  }
+
+  #fail (err: Error): void {
+    if (this.#failure !== undefined) return
+    this.#failure = err
+    for (const pending of this.#pending.values()) {
+      clearTimeout(pending.timer)
+      pending.reject(err)
+    }
+    this.#pending.clear()
+    // A hung thread is stopped; a dead one is gone already.
+    this.#worker.terminate().catch(() => {})
+    if (this.#started && !this.#closing) this.#options.onFatal?.(err)
+  }
+}
+
+/** Kysely over a PGliteThread, started when Kysely first needs it. */
+export class PGliteThreadDialect implements Dialect {
+  readonly #options: PGliteThreadOptions
+
+  constructor (options: PGliteThreadOptions) {
+    this.#options = options
+  }
+
+  createAdapter () { return new PGliteAdapter() }
+  createQueryCompiler () { return new PostgresQueryCompiler() }
+  createIntrospector (db: Kysely<unknown>) { return new PostgresIntrospector(db) }
+  createDriver (): Driver { return new PGliteThreadDriver(this.#options) }
+}
+
+class PGliteThreadDriver implements Driver {
+  readonly #options: PGliteThreadOptions
+  #connection: PGliteThreadConnection | undefined
+  #thread: PGliteThread | undefined
+
+  constructor (options: PGliteThreadOptions) {
+    this.#options = options
+  }
+
+  async init (): Promise<void> {
+    this.#thread = await PGliteThread.start(this.#options)
+    this.#connection = new PGliteThreadConnection(this.#thread)
+  }
+
+  async acquireConnection (): Promise<DatabaseConnection> {
+    if (this.#connection === undefined) throw new DatabaseThreadError('the database is not open')
+    return this.#connection
+  }
+
+  async releaseConnection (): Promise<void> {}
+
+  async beginTransaction (connection: DatabaseConnection, settings: TransactionSettings): Promise<void> {
+    const modes = [
+      settings.isolationLevel && `isolation level ${settings.isolationLevel}`,
+      settings.accessMode
+    ].filter(Boolean)
+    await connection.executeQuery(CompiledQuery.raw(modes.length > 0 ? `start transaction ${modes.join(', ')}` : 'begin'))
+  }
+
+  async commitTransaction (connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('commit'))
+  }
+
+  async rollbackTransaction (connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('rollback'))
+  }
+
+  async destroy (): Promise<void> {
+    await this.#thread?.close()
+  }
+}
+
+class PGliteThreadConnection implements DatabaseConnection {
+  readonly #thread: PGliteThread
+
+  constructor (thread: PGliteThread) {
+    this.#thread = thread
+  }
+
+  async executeQuery<R> (query: CompiledQuery): Promise<QueryResult<R>> {
+    const { rows, affectedRows } = await this.#thread.query(query.sql, query.parameters)
+    return {
+      rows: rows as R[],
+      numAffectedRows: affectedRows === undefined ? undefined : BigInt(affectedRows)
+    }
+  }
+
+  async * streamQuery (): AsyncIterableIterator<QueryResult<never>> {
+    throw new Error('Streaming is not supported by the embedded database.')
+  }
+}
