@@ -13,13 +13,15 @@ export const HELP = `npm run bench -- [options]
   --connections=N        autocannon connections (default 50)
   --pairs=N              health and tasks.list are measured as N interleaved runs of ceiling then
                          service; the median pair (by ratio) is reported (default 5; --quick 1)
-  --db=postgres|pglite   database (default postgres)
+  --db=postgres|pglite   database (default postgres); pglite also measures the same service on
+                         PostgreSQL (start-up, tasks.list, health.underLoad) for comparison
   --database-url=URL     server to create the benchmark database on
                          (default $DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres)
   --users=N              seeded users (default 1000; --quick 200)
   --tasks=N              tasks per seeded user (default 50)
   --soak                 also 5 minutes of mixed load, RSS before/after (--soak-minutes=N)
-  --only=a,b             only these parts: ceilings, <scenario names>, metrics (GET /tasks with
+  --only=a,b             only these parts: ceilings, <scenario names>, health.underLoad (a /health
+                         probe every 100 ms during GET /tasks load), metrics (GET /tasks with
                          metrics served and without), storm, growth
   --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
                          service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize

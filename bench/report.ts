@@ -5,6 +5,8 @@ import os from 'node:os'
 import type { CeilingKind, CeilingRun } from './ceilings.js'
 import { GROWTH_USER_TASKS } from './growth.js'
 import { fmt, log } from './log.js'
+import type { BesidePostgres } from './beside-postgres.js'
+import type { HealthUnderLoad } from './health-under-load.js'
 import type { DbKind, Options } from './options.js'
 import { NOISY } from './runs.js'
 
@@ -49,6 +51,11 @@ export interface Results {
   growth: GrowthPoint[]
   soak?: Soak
   metricsCost?: MetricsCost
+  /** Start-up to the first 200 on /health, fresh database (migrations included), ms. */
+  startupMs?: number
+  healthUnderLoad?: HealthUnderLoad
+  /** --db=pglite: the same service on PostgreSQL, in the same run. */
+  besidePostgres?: BesidePostgres
 }
 
 /** A target: what, met or not, and the figures that say so. */
@@ -78,6 +85,9 @@ export class Report {
   storm: Storm | undefined
   soak: Soak | undefined
   metricsCost: MetricsCost | undefined
+  startupMs: number | undefined
+  healthUnderLoad: HealthUnderLoad | undefined
+  besidePostgres: BesidePostgres | undefined
   readonly growth: GrowthPoint[] = []
   /** Non-2xx responses, socket errors and timeouts over every run (the overload's expected 503s aside). */
   errors = 0
@@ -107,7 +117,10 @@ export class Report {
       storm: this.storm ?? null,
       growth: this.growth,
       ...(this.soak && { soak: this.soak }),
-      ...(this.metricsCost && { metricsCost: this.metricsCost })
+      ...(this.metricsCost && { metricsCost: this.metricsCost }),
+      ...(this.startupMs !== undefined && { startupMs: this.startupMs }),
+      ...(this.healthUnderLoad && { healthUnderLoad: this.healthUnderLoad }),
+      ...(this.besidePostgres && { besidePostgres: this.besidePostgres })
     }
   }
 
@@ -141,6 +154,12 @@ export class Report {
     }
     if (soak) log(`soak: RSS ${soak.rssBeforeMB} MB → ${soak.rssAfterMB} MB over ${settings.soakMinutes} min`)
     log(`peak service RSS over the run: ${fmt(peakRss, 0)} MB`)
+    const pg = this.besidePostgres
+    const probeLine = (h: HealthUnderLoad) => `p50 ${fmt(h.p50, 2)} ms, p99 ${fmt(h.p99, 2)} ms, max ${fmt(h.max, 2)} ms over ${h.count} probes (${h.failures} failed), beside GET /tasks at ${h.loadRps} req/s`
+    if (this.startupMs !== undefined) log(`start-up to the first /health 200, fresh database: ${this.startupMs} ms${pg ? `; on PostgreSQL ${pg.startupMs} ms` : ''}`)
+    if (this.healthUnderLoad) log(`health.underLoad: ${probeLine(this.healthUnderLoad)}`)
+    if (pg?.healthUnderLoad) log(`health.underLoad on PostgreSQL: ${probeLine(pg.healthUnderLoad)}`)
+    if (pg?.tasksList) log(`tasks.list on PostgreSQL: ${pg.tasksList.rps} req/s, p50 ${fmt(pg.tasksList.p50)} ms, p99 ${fmt(pg.tasksList.p99)} ms; peak RSS there ${fmt(pg.peakRssMB, 0)} MB`)
   }
 
   /** The targets of the performance issue, checked against what was measured. */
@@ -172,6 +191,14 @@ export class Report {
       }
     }
     if (db === 'postgres') checks.push(['service RSS under load < 200 MB', peakRss < 200, `${fmt(peakRss, 0)} MB peak`])
+    const probeTarget = (label: string, h: HealthUnderLoad) => checks.push([`health.underLoad${label}: a lone /health probe's p99 ≤ 20 ms during GET /tasks load`, h.p99 <= 20 && h.failures === 0, `p99 ${fmt(h.p99, 2)} ms, ${h.failures} failed`])
+    if (this.healthUnderLoad) probeTarget(db === 'pglite' ? ' (PGlite)' : '', this.healthUnderLoad)
+    const pg = this.besidePostgres
+    if (pg?.healthUnderLoad) probeTarget(' (PostgreSQL)', pg.healthUnderLoad)
+    if (db === 'pglite') {
+      if (list && pg?.tasksList) checks.push(['PGlite: GET /tasks ≥ 30 % of the same service on PostgreSQL', list.rps >= 0.3 * pg.tasksList.rps, `${fmt(100 * list.rps / pg.tasksList.rps, 0)} % (${list.rps} vs ${pg.tasksList.rps} req/s)`])
+      checks.push(['PGlite: service RSS under load < 400 MB', peakRss < 400, `${fmt(peakRss, 0)} MB peak`])
+    }
     if (metricsCost) {
       checks.push(['metrics: GET /tasks with metrics served ≥ 95 % of without', metricsCost.ratio >= 0.95,
         `${fmt(100 * metricsCost.ratio, 0)} % (${metricsCost.onRps} vs ${metricsCost.offRps} req/s; pairs: ${metricsCost.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})`])

@@ -2,7 +2,8 @@
 // NODE_ENV=production, LOG_LEVEL=warn) on a database of its own, seeds it, and measures it
 // with autocannon against ceilings started here too (a bare Fastify hello-world, the same
 // with GET /health's headers, and a bare Fastify route running GET /tasks's SQL with plain
-// pg). Then the login storm, the growth series and, with --soak, minutes of mixed load.
+// pg). Then health.underLoad, the login storm, the growth series and, with --soak, minutes
+// of mixed load; with --db=pglite, the same service on PostgreSQL for comparison.
 // Prints one table and writes bench/results.json. See `npm run bench -- --help` and
 // bench/README.md.
 //
@@ -12,16 +13,20 @@
 //   database.ts     the benchmark's own database; accounts.ts the seeded, signed-in users
 //   requests.ts     what each scenario sends;  runs.ts  how one run is measured
 //   ceilings.ts     the bare-Fastify ceilings;  scenarios.ts  the scenarios and their pairs
+//   health-under-load.ts  a lone /health probe from another process during GET /tasks load
+//   beside-postgres.ts    with --db=pglite, the same service on PostgreSQL for comparison
 //   metrics-cost.ts, storm.ts, soak.ts, growth.ts, profile-run.ts  the other parts
 //   report.ts       the table, results.json and the targets
 import { existsSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { seedAndSignIn } from './accounts.js'
+import { measureBesidePostgres } from './beside-postgres.js'
 import { Ceilings } from './ceilings.js'
 import { CleanUps } from './cleanup.js'
 import type { Bench } from './context.js'
 import { createDatabase } from './database.js'
 import { runGrowth } from './growth.js'
+import { measureHealthUnderLoad } from './health-under-load.js'
 import { runMetricsCost } from './metrics-cost.js'
 import { fmt, log, step } from './log.js'
 import { readOptions } from './options.js'
@@ -61,12 +66,13 @@ async function main (): Promise<number> {
   step('starting the service (it migrates the database)')
   const t = Date.now()
   await service.start()
-  log(`  up in ${Date.now() - t} ms, pid ${service.proc!.pid}, RSS ${fmt(rssMB(service.proc!.pid))} MB`)
+  const report = new Report()
+  report.startupMs = Date.now() - t
+  log(`  up in ${report.startupMs} ms, pid ${service.proc!.pid}, RSS ${fmt(rssMB(service.proc!.pid))} MB`)
 
   const accounts = await seedAndSignIn(service, settings)
   const requests = new RequestSets(accounts, settings)
   const ceilings = await Ceilings.capture({ options, service, runs, requests, readerToken: accounts.readerTokens[0]! })
-  const report = new Report()
   const bench: Bench = { options, service, runs, accounts, requests, ceilings, report }
 
   if (options.profile !== undefined) {
@@ -74,6 +80,7 @@ async function main (): Promise<number> {
     return 0
   }
   await runScenarios(bench)
+  if (wanted('health.underLoad')) report.healthUnderLoad = await measureHealthUnderLoad(runs, service, requests, options)
   if (wanted('metrics')) await runMetricsCost(bench)
   if (wanted('storm')) await runStorm(bench)
   if (options.soak) await runSoak(bench)
@@ -85,6 +92,9 @@ async function main (): Promise<number> {
   await service.stop()
   await service.closeSql()
   service.sampler.stop()
+  if (db === 'pglite' && (wanted('tasks.list') || wanted('health.underLoad'))) {
+    report.besidePostgres = await measureBesidePostgres(options, serviceRoot, cleanups)
+  }
   await cleanups.run()
 
   const machine = describeMachine(database.version)

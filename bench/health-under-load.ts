@@ -1,0 +1,48 @@
+// health.underLoad: what a load balancer's health check sees while the service is busy. A
+// process of its own (bench/health-probe.js) sends GET /health every 100 ms on its own
+// connection while GET /tasks load runs; its latencies are the scenario's figures, and
+// the GET /tasks req/s beside them. On PGlite this is what tells whether queries run on
+// the event loop: there, every probe waits for the queries queued before it.
+import { execFile } from 'node:child_process'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import { runLoad } from './load.js'
+import { describe, fmt, log } from './log.js'
+import type { Options } from './options.js'
+import { BENCH_DIR } from './paths.js'
+import type { RequestSets } from './requests.js'
+import type { Runs } from './runs.js'
+import type { Service } from './service.js'
+
+const PROBE = path.join(BENCH_DIR, 'health-probe.js')
+const INTERVAL_MS = 100
+
+export interface HealthUnderLoad {
+  /** The probe's latencies, ms. */
+  count: number
+  p50: number
+  p99: number
+  max: number
+  failures: number
+  /** GET /tasks meanwhile. */
+  loadRps: number
+  loadErrors: number
+}
+
+export async function measureHealthUnderLoad (runs: Runs, service: Service, requests: RequestSets, options: Options): Promise<HealthUnderLoad> {
+  const { connections, duration, warmup } = options
+  const load = requests.for('tasks.list')
+  return runs.stable('health.underLoad', async () => {
+    await service.waitIdle()
+    if (warmup > 0) await runLoad({ url: service.url, connections, duration: warmup, requests: load })
+    const stopCpu = await runs.settle()
+    // The probe stops half a second before the load, so every probe lands under load.
+    const probe = promisify(execFile)(process.execPath, [PROBE, `${service.url}/health`, String(INTERVAL_MS), String(Math.max(500, duration * 1000 - 500))])
+    const result = await runLoad({ url: service.url, connections, duration, requests: load })
+    const probed = JSON.parse((await probe).stdout) as Omit<HealthUnderLoad, 'loadRps' | 'loadErrors'>
+    const others = stopCpu()
+    describe('tasks.list (beside the probe)', { result, others })
+    log(`  health.underLoad: ${probed.count} probes, p50 ${fmt(probed.p50, 2)} ms, p99 ${fmt(probed.p99, 2)} ms, max ${fmt(probed.max, 2)} ms, ${probed.failures} failed`)
+    return { value: { ...probed, loadRps: result.rps, loadErrors: result.errors }, others }
+  }, (r) => r.others).then((r) => r.value)
+}
