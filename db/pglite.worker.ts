@@ -3,7 +3,8 @@
 // in the order they arrive; PGlite runs one at a time. Nothing here outlives a failure: an
 // error PGlite cannot answer as a query error ends the thread, and the server sees it.
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
-import { PGlite } from '@electric-sql/pglite'
+import { parse, PGlite, protocol, type Results } from '@electric-sql/pglite'
+import { statementName } from './statement-name.js'
 import { pgliteParsers } from './timestamps.js'
 import type { ThreadData, ThreadReply, ThreadRequest, ThreadError } from './pglite-thread.js'
 
@@ -33,14 +34,54 @@ async function serve (port: MessagePort): Promise<void> {
       }, fail)
       return
     }
-    pglite.query(request.sql, request.params as unknown[] | undefined, { rowMode: 'object' }).then(
+    const name = statementName(request.sql)
+    const params = request.params ?? []
+    const run = name === undefined ? pglite.query(request.sql, params as unknown[], { rowMode: 'object' }) : runNamed(pglite, name, request.sql, params)
+    run.then(
       ({ rows, affectedRows }) => { port.postMessage({ id: request.id, rows, affectedRows } satisfies ThreadReply) },
       (err: unknown) => { port.postMessage({ id: request.id, error: queryError(err) } satisfies ThreadReply) })
   })
   port.postMessage({ id: 0, rows: [] } satisfies ThreadReply)
 }
 
-serve(port).catch(fail)
+const { serialize } = protocol
+/** The named statements of this session: the types of their parameters. */
+const statements = new Map<string, number[]>()
+
+// A prepared query (db/prepared.ts) as a named statement: parsed and planned on its first
+// run, then each run is one call into PostgreSQL (bind, describe, execute, sync), where
+// PGlite's query() makes six and plans the text every time.
+function runNamed (pglite: PGlite, name: string, sql: string, params: readonly unknown[]): Promise<Results> {
+  return pglite.runExclusive(async () => {
+    let types = statements.get(name)
+    if (types === undefined) {
+      const { messages } = await pglite.execProtocol(concat([
+        serialize.parse({ name, text: sql }), serialize.describe({ type: 'S', name }), serialize.sync()
+      ]))
+      types = parse.parseDescribeStatementResults(messages)
+      statements.set(name, types)
+    }
+    const values = params.map((value, i) => {
+      if (value === null || value === undefined) return null
+      const serializer = pglite.serializers[types[i]!]
+      return serializer === undefined ? String(value) : serializer(value)
+    })
+    const { messages } = await pglite.execProtocol(concat([
+      serialize.bind({ statement: name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()
+    ]))
+    return parse.parseResults(messages, pglite.parsers, { rowMode: 'object' })[0]!
+  })
+}
+
+function concat (parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0))
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
 
 // Thrown outside any promise: the thread ends with an uncaught error, which the server sees.
 function fail (err: unknown): void {
@@ -57,3 +98,5 @@ function queryError (err: unknown): ThreadError {
   }
   return { ...fields, message: err.message }
 }
+
+serve(port).catch(fail)

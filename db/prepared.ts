@@ -9,6 +9,7 @@
 import {
   DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, type Compilable
 } from 'kysely'
+import { namedText } from './statement-name.js'
 import type { Database } from './types.js'
 
 /** Compiles, never connects: PostgreSQL and PGlite share this SQL. */
@@ -37,19 +38,6 @@ export interface PreparedQuery<P, R> extends PreparedStatement {
   run: (db: Kysely<Database>, params: P) => Promise<R[]>
 }
 
-// The statement's name travels in its own text, as a leading comment PostgreSQL ignores:
-// the pg client (db/connect.ts) reads it from the query it is handed and sends a named
-// statement. Nothing is registered anywhere, and a driver that copies or rewraps the
-// parameters still passes the text through as it is.
-const NAME_PREFIX = '/*statement:'
-
-/** The statement name a query's text carries, if it is a prepared query's. */
-export function statementName (sql: string): string | undefined {
-  if (!sql.startsWith(NAME_PREFIX)) return undefined
-  const end = sql.indexOf('*/', NAME_PREFIX.length)
-  return end === -1 ? undefined : sql.slice(NAME_PREFIX.length, end)
-}
-
 /**
  * `build` receives the compile-only Kysely and a stand-in for `params` whose every field
  * is a marker; every value in the query must come from `params`.
@@ -65,7 +53,7 @@ export function prepareQuery<P extends object, R> (
     if (!(value instanceof Marker)) throw new Error(`prepared query ${name}: the value ${String(value)} is not a parameter`)
     return value.key as keyof P
   })
-  const sql = `${NAME_PREFIX}${name}*/ ${compiled.sql}`
+  const sql = namedText(name, compiled.sql)
   const named = { ...compiled, sql }
   return {
     name,

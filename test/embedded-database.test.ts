@@ -4,6 +4,7 @@
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import { PGliteThread } from '../db/pglite-thread.js'
+import { createTaskStatement } from '../db/tasks.js'
 import { isDatabaseUnavailable } from '../db/connect.js'
 import { lastDatabaseThread } from './database-thread.js'
 import { build, embeddedDatabaseEnv, registerUser, testConfig } from './helper.js'
@@ -26,6 +27,23 @@ t.test('the server answers while the embedded database is busy: /health returns 
   t.equal(health.statusCode, 200)
   t.equal(queryDone, false, 'the slow query is still running when /health has answered')
   await slow
+})
+
+t.test('the hot queries run as named statements in the embedded session too; a failing one leaves it usable', async (t) => {
+  const app = await embeddedApp(t)
+  const user = await registerUser(app)
+  const prepared = async () => (await sql<{ name: string }>`select name from pg_prepared_statements order by name`.execute(app.db)).rows.map((r) => r.name)
+  for (const title of ['one', 'two']) {
+    t.equal((await app.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title, dueDate: '2026-12-01T09:00:00.000Z' } })).statusCode, 201)
+  }
+  const list = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
+  t.same(list.json().data.map((task: { title: string, dueDate: string }) => [task.title, task.dueDate]),
+    [['two', '2026-12-01T09:00:00.000Z'], ['one', '2026-12-01T09:00:00.000Z']], 'parameters and results round-trip through the named statements')
+  t.same(await prepared(), ['tasks_create', 'tasks_page', 'user_for_token'], 'the create, the page and the token check are prepared')
+
+  // A named statement that fails (no such owner) answers its error and the session goes on.
+  await t.rejects(createTaskStatement.run(app.db, { userId: 'nobody', title: 'x', description: null, status: 'todo', dueDate: null }), { code: '23503' })
+  t.equal((await app.inject({ method: 'GET', url: '/tasks?status=todo', headers: user.auth })).json().total, 2)
 })
 
 t.test('a database thread that dies: requests waiting on it get 503, /ready fails, the server closes and exits non-zero', async (t) => {
