@@ -97,6 +97,16 @@ export async function markEmailFailed (db: Kysely<Database>, id: string, error: 
     .execute()
 }
 
+/** Messages waiting to be sent (not yet sent nor given up): the outbox's depth, from its partial index. */
+export async function countPendingEmails (db: Kysely<Database>): Promise<number> {
+  const { count } = await db.selectFrom('email_outbox')
+    .select(sql<number>`count(*)::int`.as('count'))
+    .where('sent_at', 'is', null)
+    .where('failed_at', 'is', null)
+    .executeTakeFirstOrThrow()
+  return count
+}
+
 /** Claimed but not attempted (the sender is stopping): free again at once. */
 export async function releaseEmails (db: Kysely<Database>, ids: string[]): Promise<void> {
   if (ids.length === 0) return

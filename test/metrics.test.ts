@@ -3,6 +3,7 @@
 // an operator watches move when requests, sign-ins and webhook events happen.
 import type { FastifyInstance } from 'fastify'
 import type { AddressInfo } from 'node:net'
+import { sql } from 'kysely'
 import t from 'tap'
 import { build, json, registerUser } from './helper.js'
 import { makeEvent, signedDelivery } from './stripe-events.js'
@@ -96,6 +97,18 @@ t.test('behind METRICS_TOKEN on the main port', async (t) => {
     t.notOk([...after.keys()].some((key) => key.includes('987654321')), 'never the raw URL')
     t.equal(moved('webhook_events_total{type="customer.created",outcome="ignored"}'), 1, 'webhook event by type and outcome')
     t.equal(after.get('password_hashing_in_pool'), 0, 'no hash left in the pool')
+  })
+
+  t.test('the outbox depth counts the emails waiting to be sent', async (t) => {
+    const waiting = async () => (await scrape(app)).get('email_outbox_depth') ?? NaN
+    const before = await waiting()
+    const rows = ['a', 'b', 'c'].map((label) => ({ kind: 'test', recipient: `${label}@example.com`, subject: 'x', text_body: 'x', next_attempt_at: sql<string>`now() + interval '1 hour'` }))
+    const ids = (await app.db.insertInto('email_outbox').values(rows).returning('id').execute()).map((row) => row.id)
+    t.equal(await waiting(), before + 3, 'three queued for later')
+    await app.db.updateTable('email_outbox').set({ sent_at: sql<string>`now()` }).where('id', '=', ids[0]!).execute()
+    await app.db.updateTable('email_outbox').set({ failed_at: sql<string>`now()` }).where('id', '=', ids[1]!).execute()
+    t.equal(await waiting(), before + 1, 'one sent and one given up no longer wait')
+    await app.db.deleteFrom('email_outbox').where('id', 'in', ids).execute()
   })
 })
 

@@ -8,7 +8,8 @@
 // (recipient, subject, link) instead, and in production messages stay queued until it is set.
 import fp from 'fastify-plugin'
 import nodemailer from 'nodemailer'
-import { claimDueEmails, markEmailFailed, markEmailSent, purgeEmailRecords, releaseEmails, scheduleEmailRetry, type ClaimedEmail } from '../../db/email.js'
+import { Gauge } from 'prom-client'
+import { claimDueEmails, countPendingEmails, markEmailFailed, markEmailSent, purgeEmailRecords, releaseEmails, scheduleEmailRetry, type ClaimedEmail } from '../../db/email.js'
 import type { MailContext } from '../../mail/messages.js'
 import { MAX_LOGGED_TEXT } from '../../server-options.js'
 
@@ -60,6 +61,21 @@ type Deliver = (email: ClaimedEmail, signal: AbortSignal) => Promise<void>
 export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
   const context: MailContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM) }
+
+  // Read when scraped. A database that does not answer leaves the last value (and the
+  // scrape succeeds): the database's own gauges tell that story.
+  new Gauge({ // eslint-disable-line no-new
+    name: 'email_outbox_depth',
+    help: 'Emails waiting to be sent: queued or retrying, not yet sent nor given up (a growing value: the mail server is down or too slow)',
+    registers: [fastify.metrics.registry],
+    async collect () {
+      try {
+        this.set(await countPendingEmails(db))
+      } catch (err) {
+        log.debug({ err }, 'email_outbox_depth: the database did not answer')
+      }
+    }
+  })
 
   let deliver: Deliver | undefined
   if (config.SMTP_URL !== undefined) {
@@ -190,4 +206,4 @@ export default fp(async function mailer (fastify) {
     await Promise.race([inFlight, new Promise((resolve) => { waited = setTimeout(resolve, CLOSE_WAIT_MS) })])
     clearTimeout(waited)
   })
-}, { name: 'mailer', dependencies: ['db'] })
+}, { name: 'mailer', dependencies: ['db', 'metrics'] })
