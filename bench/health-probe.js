@@ -1,7 +1,8 @@
 // A load balancer's health check, as a process of its own (`node bench/health-probe.js URL
-// INTERVAL_MS DURATION_MS`): GET URL every INTERVAL_MS on one kept-alive connection of its
-// own for DURATION_MS, then one JSON line on stdout with the latencies in ms (count, p50,
-// p99, max) and the failures. bench/health-under-load.ts runs it beside GET /tasks load.
+// INTERVAL_MS DURATION_MS`): opens its kept-alive connection with one request not counted
+// and says `ready` on stdout, then sends GET URL every INTERVAL_MS on that connection for
+// DURATION_MS, then prints one JSON line with the latencies in ms (count, p50, p99, max) and
+// the failures. bench/health-under-load.ts starts the load once it is ready.
 import http from 'node:http'
 
 const [url, intervalMs, durationMs] = [process.argv[2], Number(process.argv[3] ?? 100), Number(process.argv[4] ?? 10_000)]
@@ -18,6 +19,10 @@ function probe () {
     req.on('error', () => resolve({ ms: performance.now() - started, ok: false }))
   })
 }
+
+// A load balancer keeps its connection: connecting is not part of what is measured.
+await probe()
+console.log('ready')
 
 const latencies = []
 let failures = 0

@@ -3,9 +3,9 @@
 // connection while GET /tasks load runs; its latencies are the scenario's figures, and
 // the GET /tasks req/s beside them. On PGlite this is what tells whether queries run on
 // the event loop: there, every probe waits for the queries queued before it.
-import { execFile } from 'node:child_process'
+import { spawn } from 'node:child_process'
 import path from 'node:path'
-import { promisify } from 'node:util'
+import { createInterface } from 'node:readline'
 import { runLoad } from './load.js'
 import { describe, fmt, log } from './log.js'
 import type { Options } from './options.js'
@@ -37,9 +37,11 @@ export async function measureHealthUnderLoad (runs: Runs, service: Service, requ
     if (warmup > 0) await runLoad({ url: service.url, connections, duration: warmup, requests: load })
     const stopCpu = await runs.settle()
     // The probe stops half a second before the load, so every probe lands under load.
-    const probe = promisify(execFile)(process.execPath, [PROBE, `${service.url}/health`, String(INTERVAL_MS), String(Math.max(500, duration * 1000 - 500))])
+    const probe = spawn(process.execPath, [PROBE, `${service.url}/health`, String(INTERVAL_MS), String(Math.max(500, duration * 1000 - 500))], { stdio: ['ignore', 'pipe', 'inherit'] })
+    const lines = createInterface({ input: probe.stdout })[Symbol.asyncIterator]()
+    if ((await lines.next()).value !== 'ready') throw new Error('the health probe did not start')
     const result = await runLoad({ url: service.url, connections, duration, requests: load })
-    const probed = JSON.parse((await probe).stdout) as Omit<HealthUnderLoad, 'loadRps' | 'loadErrors'>
+    const probed = JSON.parse((await lines.next()).value as string) as Omit<HealthUnderLoad, 'loadRps' | 'loadErrors'>
     const others = stopCpu()
     describe('tasks.list (beside the probe)', { result, others })
     log(`  health.underLoad: ${probed.count} probes, p50 ${fmt(probed.p50, 2)} ms, p99 ${fmt(probed.p99, 2)} ms, max ${fmt(probed.max, 2)} ms, ${probed.failures} failed`)
