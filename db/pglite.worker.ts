@@ -3,7 +3,7 @@
 // in the order they arrive; PGlite runs one at a time. Nothing here outlives a failure: an
 // error PGlite cannot answer as a query error ends the thread, and the server sees it.
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
-import { parse, PGlite, protocol, type Results } from '@electric-sql/pglite'
+import { parse, PGlite, protocol } from '@electric-sql/pglite'
 import { statementName } from './statement-name.js'
 import { pgliteParsers } from './timestamps.js'
 import type { ThreadData, ThreadReply, ThreadRequest, ThreadError } from './pglite-thread.js'
@@ -50,8 +50,10 @@ const statements = new Map<string, number[]>()
 
 // A prepared query (db/prepared.ts) as a named statement: parsed and planned on its first
 // run, then each run is one call into PostgreSQL (bind, describe, execute, sync), where
-// PGlite's query() makes six and plans the text every time.
-function runNamed (pglite: PGlite, name: string, sql: string, params: readonly unknown[]): Promise<Results> {
+// PGlite's query() makes six and plans the text every time. Its answer is read here from the
+// wire bytes (readAnswer): PGlite's own reader copies every field into an ArrayBuffer of its
+// own before decoding it, the larger part of the thread's CPU per GET /tasks.
+function runNamed (pglite: PGlite, name: string, sql: string, params: readonly unknown[]): Promise<Answer> {
   return pglite.runExclusive(async () => {
     let types = statements.get(name)
     if (types === undefined) {
@@ -66,11 +68,88 @@ function runNamed (pglite: PGlite, name: string, sql: string, params: readonly u
       const serializer = pglite.serializers[types[i]!]
       return serializer === undefined ? String(value) : serializer(value)
     })
-    const { messages } = await pglite.execProtocol(concat([
+    const chunks: Uint8Array[] = []
+    await pglite.execProtocolRawStream(concat([
       serialize.bind({ statement: name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()
-    ]))
-    return parse.parseResults(messages, pglite.parsers, { rowMode: 'object' })[0]!
+    ]), { syncToFs: true, onRawData: (chunk) => { chunks.push(chunk.slice()) } })
+    return readAnswer(chunks.length === 1 ? chunks[0]! : concat(chunks), pglite.parsers)
   })
+}
+
+interface Answer { rows: Array<Record<string, unknown>>, affectedRows: number }
+type Parsers = Record<number | string, ((text: string, typeId: number) => unknown) | undefined>
+
+// PostgreSQL's error fields by their one-letter code, as PGlite's DatabaseError names them.
+const ERROR_FIELDS = new Map(('S severity C code M message D detail H hint P position p internalPosition ' +
+  'q internalQuery W where s schema t table c column d dataType n constraint F file L line R routine')
+  .match(/\S+ \S+/g)!.map((pair) => pair.split(' ') as [string, string]))
+const COUNTED_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'COPY', 'MERGE'])
+
+/**
+ * The rows and the affected-row count of one execution, read from the backend's messages
+ * (RowDescription, DataRow, CommandComplete, ErrorResponse; the rest carry nothing we keep),
+ * with the same parsers and results as PGlite's query(). An ErrorResponse is thrown.
+ */
+function readAnswer (data: Uint8Array, parsers: Parsers): Answer {
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
+  const text = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
+  const cstring = (from: number) => {
+    const end = data.indexOf(0, from)
+    return { value: text.toString('utf8', from, end), next: end + 1 }
+  }
+  let names: string[] = []
+  let typeIds: number[] = []
+  const rows: Array<Record<string, unknown>> = []
+  let affectedRows = 0
+  let error: Record<string, string> | undefined
+  for (let at = 0; at < data.length;) {
+    const type = data[at]!
+    const start = at + 5
+    at += 1 + view.getInt32(at + 1)
+    if (type === 0x54) { // T: RowDescription
+      const count = view.getInt16(start)
+      names = []
+      typeIds = []
+      for (let i = 0, p = start + 2; i < count; i++) {
+        const name = cstring(p)
+        names.push(name.value)
+        typeIds.push(view.getInt32(name.next + 6))
+        p = name.next + 18
+      }
+    } else if (type === 0x44) { // D: DataRow
+      const row: Record<string, unknown> = {}
+      const count = view.getInt16(start)
+      for (let i = 0, p = start + 2; i < count; i++) {
+        const length = view.getInt32(p)
+        p += 4
+        if (length === -1) {
+          row[names[i]!] = null
+          continue
+        }
+        const value = text.toString('utf8', p, p + length)
+        p += length
+        const parser = parsers[typeIds[i]!]
+        row[names[i]!] = parser === undefined ? value : parser(value, typeIds[i]!)
+      }
+      rows.push(row)
+    } else if (type === 0x43) { // C: CommandComplete, "UPDATE 3"
+      const words = cstring(start).value.split(' ')
+      if (COUNTED_COMMANDS.has(words[0]!)) affectedRows += Number(words.at(-1))
+    } else if (type === 0x45 && error === undefined) { // E: ErrorResponse
+      error = {}
+      for (let p = start; data[p] !== 0;) {
+        const field = cstring(p + 1)
+        const key = ERROR_FIELDS.get(String.fromCharCode(data[p]!))
+        if (key !== undefined) error[key] = field.value
+        p = field.next
+      }
+    }
+  }
+  if (error !== undefined) {
+    const { message, ...fields } = error
+    throw Object.assign(new Error(message), fields)
+  }
+  return { rows, affectedRows }
 }
 
 function concat (parts: Uint8Array[]): Uint8Array {
