@@ -1,6 +1,6 @@
 // --profile: instead of the benchmark, one scenario (or ceiling) under node --cpu-prof, and
-// where the main thread's CPU went during the measured window (profile.ts summarizes).
-import { mkdtempSync, readdirSync } from 'node:fs'
+// where each thread's CPU went during the measured window (profile.ts summarizes).
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import type { CeilingKind } from './ceilings.js'
@@ -34,9 +34,21 @@ export async function runProfile ({ options, service, runs, requests, ceilings }
     await service.waitIdle()
     await service.stop()
   }
-  const file = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(profDir, f))[0]
-  if (file === undefined) throw new Error('no .cpuprofile written')
-  const summary = summarizeProfile(file, root, { from: run.window.from - run.spawnedAt, to: run.window.to - run.spawnedAt })
-  log(`\n${formatProfile(summary, run.result.responses)}`)
-  log(`\nprofile: ${file} (open it in Chrome DevTools → Performance, or speedscope)`)
+  // One profile per thread: CPU.<date>.<time>.<pid>.<thread id>.<n>.cpuprofile, thread 0 the
+  // main one. Worker threads (the embedded database's, the hashing pool's) start later: their
+  // window is shifted by the difference of the profiles' start times (one clock per process).
+  const files = readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile'))
+    .map((f) => ({ file: path.join(profDir, f), thread: Number(f.split('.')[4]) }))
+    .sort((a, b) => a.thread - b.thread)
+  if (files[0]?.thread !== 0) throw new Error('no .cpuprofile of the main thread written')
+  const startOf = (file: string) => (JSON.parse(readFileSync(file, 'utf8')) as { startTime: number }).startTime / 1000
+  const mainStart = startOf(files[0].file)
+  for (const { file, thread } of files) {
+    const shift = startOf(file) - mainStart
+    const summary = summarizeProfile(file, root, { from: run.window.from - run.spawnedAt - shift, to: run.window.to - run.spawnedAt - shift })
+    if (summary.busyMs === 0) continue
+    log(`\n== ${thread === 0 ? 'main thread' : `worker thread ${thread}`}`)
+    log(formatProfile(summary, run.result.responses))
+    log(`profile: ${file} (open it in Chrome DevTools → Performance, or speedscope)`)
+  }
 }
