@@ -8,6 +8,7 @@
 // cannot cancel a statement: no statement_timeout without signals), is failed for good:
 // every waiting and later query is refused as "database unavailable" and onFatal is told,
 // so the server can stop rather than hang.
+import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -25,8 +26,6 @@ export interface ThreadData {
   dataDir: string
   /** PostgreSQL settings, `name=value`, given at start-up. */
   settings: string[]
-  /** Initialise a fresh directory, close it and end. */
-  initOnly: boolean
   /** PGlite's code, compiled once per process and shared by its threads. */
   wasmModule: WasmModule
   /** PGlite's bundled files (pglite.data), read once per process. */
@@ -53,14 +52,20 @@ export class DatabaseThreadError extends Error {
   readonly code = 'PGLITE_THREAD_FAILED'
 }
 
-// The worker file sits beside this one: .js once compiled, imported as it is; .ts under tsx
-// (development, tests), whose loader does not reach worker threads on Node 20, so the
-// thread registers tsx's require hook itself and requires the file.
+// The worker file (and the initialiser, db/pglite-init) sit beside this one: .js once
+// compiled, run as they are; .ts under tsx (development, tests), whose loader does not reach
+// worker threads on Node 20, so the code registers tsx's require hook itself and requires
+// the file.
 const extension = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
-const workerUrl = new URL(`./pglite.worker${extension}`, import.meta.url)
-const bootstrap = extension === '.ts'
-  ? `require(${JSON.stringify(createRequire(import.meta.url).resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(fileURLToPath(workerUrl))})`
-  : `import(${JSON.stringify(workerUrl.href)})`
+const besideThis = (name: string) => new URL(`./${name}${extension}`, import.meta.url)
+const tsxRequire = (file: URL) =>
+  `require(${JSON.stringify(createRequire(import.meta.url).resolve('tsx/cjs/api'))}).register(); require(${JSON.stringify(fileURLToPath(file))})`
+const bootstrap = extension === '.ts' ? tsxRequire(besideThis('pglite.worker')) : `import(${JSON.stringify(besideThis('pglite.worker').href)})`
+// The initialiser runs for seconds: optimising PostgreSQL's hot code would not pay (4.1 s
+// instead of 5.6 s to a fresh directory).
+const initArgs = ['--liftoff-only', ...extension === '.ts' ? ['-e', tsxRequire(besideThis('pglite-init'))] : [fileURLToPath(besideThis('pglite-init'))]]
+/** Longest a fresh directory's initialisation may take (a few seconds on this machine). */
+const INIT_TIMEOUT_MS = 300_000
 
 // WebAssembly's types come with the DOM library, which this project does not load.
 type WasmModule = NonNullable<PGliteOptions['pgliteWasmModule']>
@@ -77,6 +82,25 @@ function pgliteArtifacts (): Promise<Pick<ThreadData, 'wasmModule' | 'fsBundle'>
   })()
   artifacts.catch(() => { artifacts = undefined })
   return artifacts
+}
+
+/** Runs db/pglite-init in a process of its own; its last line of stderr says why it failed. */
+function initialise (dataDir: string, settings: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, initArgs, {
+      env: { ...process.env, PGLITE_INIT: JSON.stringify({ dataDir, settings }) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+      timeout: INIT_TIMEOUT_MS
+    })
+    let stderr = ''
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr = (stderr + chunk).slice(-4096) })
+    child.once('error', reject)
+    child.once('close', (code, signal) => {
+      if (code === 0) return resolve()
+      const why = stderr.trim().split('\n').at(-1) ?? ''
+      reject(new DatabaseThreadError(`initialising the database failed (${signal ?? `exit code ${code}`})${why ? `: ${why}` : ''}`))
+    })
+  })
 }
 
 interface Pending { resolve: (reply: ThreadReply) => void, reject: (err: Error) => void, timer?: NodeJS.Timeout }
@@ -103,15 +127,11 @@ export class PGliteThread {
 
   /** Starts the thread and waits until the database is open (initialising a fresh directory first). */
   static async start (options: PGliteThreadOptions): Promise<PGliteThread> {
-    const data: ThreadData = { dataDir: options.dataDir, settings: options.settings ?? [], initOnly: false, ...await pgliteArtifacts() }
-    if (!existsSync(join(options.dataDir, 'PG_VERSION'))) {
-      // initdb leaves hundreds of MB behind in the thread that ran it: run it in one that ends.
-      await new Promise<void>((resolve, reject) => {
-        const init = new Worker(bootstrap, { eval: true, workerData: { ...data, initOnly: true } })
-        init.once('error', reject)
-        init.once('exit', (code) => { if (code === 0) resolve(); else reject(new DatabaseThreadError(`initialising the database failed (exit code ${code})`)) })
-      })
-    }
+    const settings = options.settings ?? []
+    // The code compiles here while a fresh directory is initialised beside.
+    const artifactsReady = pgliteArtifacts()
+    if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await initialise(options.dataDir, settings)
+    const data: ThreadData = { dataDir: options.dataDir, settings, ...await artifactsReady }
     const worker = new Worker(bootstrap, { eval: true, workerData: data })
     const thread = new PGliteThread(worker, options)
     // The thread says it is ready with an answer to id 0, which no request uses.

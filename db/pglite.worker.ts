@@ -8,7 +8,7 @@ import { statementName } from './statement-name.js'
 import { pgliteParsers } from './timestamps.js'
 import type { ThreadData, ThreadReply, ThreadRequest, ThreadError } from './pglite-thread.js'
 
-const { dataDir, settings, initOnly, wasmModule, fsBundle } = workerData as ThreadData
+const { dataDir, settings, wasmModule, fsBundle } = workerData as ThreadData
 const port = parentPort
 if (port === null) throw new Error('db/pglite.worker.ts runs as a worker thread')
 
@@ -20,12 +20,6 @@ async function serve (port: MessagePort): Promise<void> {
     fsBundle,
     startParams: [...PGlite.defaultStartParams, ...settings.flatMap((setting) => ['-c', setting])]
   })
-  if (initOnly) {
-    // A fresh directory was initialised: initdb's memory goes with this thread.
-    await pglite.close()
-    port.close()
-    return
-  }
   port.on('message', (request: ThreadRequest) => {
     if (request.sql === undefined) {
       pglite.close().then(() => {

@@ -1,7 +1,7 @@
 // The embedded database's threads (db/pglite-thread.ts), recorded as they start, so a test
 // can end one as a crash would. Import it before the threads start: it swaps the Worker
-// class of node:worker_threads for a subclass that records the database's serving threads
-// (not the initialising one, nor the password-hashing pool).
+// class of node:worker_threads for a subclass that records the database's threads (not the
+// password-hashing pool's).
 import { syncBuiltinESMExports } from 'node:module'
 import threads from 'node:worker_threads'
 
@@ -10,8 +10,7 @@ const serving: threads.Worker[] = []
 class RecordedWorker extends threads.Worker {
   constructor (filename: string | URL, options?: threads.WorkerOptions) {
     super(filename, options)
-    const data = options?.workerData as { initOnly?: boolean } | undefined
-    if (String(filename).includes('pglite.worker') && data?.initOnly === false) serving.push(this)
+    if (String(filename).includes('pglite.worker')) serving.push(this)
   }
 }
 threads.Worker = RecordedWorker

@@ -1,6 +1,7 @@
 // The embedded database in its own thread (db/pglite-thread.ts): the server's event loop
 // keeps answering while queries run, and a thread that dies or hangs is noticed rather than
 // waited on forever. Always on PGlite, also when DATABASE_URL is set.
+import { writeFileSync } from 'node:fs'
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import { PGliteThread } from '../db/pglite-thread.js'
@@ -101,4 +102,14 @@ t.test('a fresh directory is initialised, then served', async (t) => {
   const thread = await PGliteThread.start({ dataDir: `${DATA_DIR}/fresh`, settings: ['shared_buffers=24MB'], queryTimeoutMs: 10_000 })
   t.teardown(() => thread.close())
   t.same((await thread.query('select current_setting($1) as value', ['shared_buffers'])).rows, [{ value: '24MB' }], 'with the settings given')
+})
+
+t.test('a directory that cannot be initialised: start-up fails and says why', async (t) => {
+  const { DATA_DIR } = await embeddedDatabaseEnv(t)
+  const file = `${DATA_DIR}/a-file`
+  writeFileSync(file, '')
+  await t.rejects(PGliteThread.start({ dataDir: `${file}/db`, queryTimeoutMs: 10_000 }), {
+    code: 'PGLITE_THREAD_FAILED',
+    message: /^initialising the database failed \(exit code 1\): .*ENOTDIR/
+  })
 })
