@@ -18,4 +18,4 @@ USER node
 EXPOSE 3002
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s CMD node -e "fetch('http://127.0.0.1:3002/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # The flags of `npm start` (production-flags.ts says why; test/integration/server.test.ts keeps them equal).
-CMD ["node", "--no-allocation-site-pretenuring", "dist/server.js"]
+CMD ["node", "--no-allocation-site-pretenuring", "--heap-growing-percent=100", "dist/server.js"]
