@@ -172,6 +172,8 @@ export function isDatabaseUnavailable (err: { code?: unknown, message?: string }
     message === QUERY_TIMEOUT_MESSAGE ||
     // A query on a client already ended (a transaction's rollback after its query timed out).
     message.endsWith('is not queryable') ||
+    // Kysely's, once shutdown has closed the database under requests still queued for it.
+    message === 'driver has already been destroyed' ||
     message.includes('Connection terminated') ||
     message.includes('PGlite is closed')
 }

@@ -160,3 +160,13 @@ t.test('unknown query parameters are refused on every route, also those that tak
   }
   t.equal((await app.inject({ method: 'GET', url: '/health' })).statusCode, 200, 'without them, as before')
 })
+
+t.test('a request that reaches the database after shutdown has closed it gets 503, not 500', async (t) => {
+  const closing = await build(t)
+  const { auth } = await registerUser(closing)
+  // As when the server closes with requests still queued for the database.
+  await closing.db.destroy()
+  const res = await closing.inject({ method: 'GET', url: '/tasks', headers: auth })
+  t.equal(res.statusCode, 503)
+  t.match(res.json(), { success: false, code: 'SERVICE_UNAVAILABLE' })
+})
