@@ -2,8 +2,11 @@
 // racing sign-ups, password bounds before hashing, a pattern that cannot backtrack.
 // (Rate limits: test/rate-limits.test.ts; load shedding: test/shedding.test.ts; equal cost
 // for both kinds of failed sign-in: test/login-timing.test.ts.)
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import t from 'tap'
 import { json, randomAddress as ip, registerUser, sharedApp, uniqueEmail } from './helper.js'
+import { PROJECT_ROOT } from './paths.js'
 
 // One app for the file: CORS_ORIGINS adds an origin, which no other test here relies on lacking.
 const SETTINGS = { CORS_ORIGINS: 'https://admin.example.com' }
@@ -101,8 +104,7 @@ t.test('over-long passwords are refused before any hashing', async (t) => {
 })
 
 t.test('the installed fast-jwt (under @fastify/jwt) is at least 6.3.1', async (t) => {
-  const { readFile } = await import('node:fs/promises')
-  const lock = JSON.parse(await readFile(new URL('../package-lock.json', import.meta.url), 'utf8'))
+  const lock = JSON.parse(await readFile(join(PROJECT_ROOT, 'package-lock.json'), 'utf8'))
   const version: string = lock.packages['node_modules/fast-jwt'].version
   const [major, minor, patch] = version.split('.').map(Number) as [number, number, number]
   t.ok(major > 6 || (major === 6 && (minor > 3 || (minor === 3 && patch >= 1))), `fast-jwt ${version}`)

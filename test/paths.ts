@@ -1,9 +1,16 @@
 import { createHash } from 'node:crypto'
-import { readdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
+/** Where the code runs from: the project, or .tap/build/ once `npm test` has compiled it. */
 export const ROOT = fileURLToPath(new URL('..', import.meta.url))
+
+/** The project itself: package.json, package-lock.json, .tap/. */
+export const PROJECT_ROOT = (function projectRoot (dir: string): string {
+  if (existsSync(join(dir, 'package.json')) || dirname(dir) === dir) return dir
+  return projectRoot(dirname(dir))
+})(ROOT)
 
 /**
  * The migrated embedded database that test files copy (built by test/setup.ts). Named
@@ -14,5 +21,5 @@ export function templateDataDir (): string {
   const folder = join(ROOT, 'db', 'migrations')
   const hash = createHash('sha256')
   for (const file of readdirSync(folder).sort()) hash.update(file).update(readFileSync(join(folder, file)))
-  return join(ROOT, '.tap', `pglite-template-${hash.digest('hex').slice(0, 16)}`)
+  return join(PROJECT_ROOT, '.tap', `pglite-template-${hash.digest('hex').slice(0, 16)}`)
 }
