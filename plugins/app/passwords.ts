@@ -31,8 +31,13 @@ declare module 'fastify' {
   }
 }
 
-// The worker file sits beside this one: .ts under tsx/tap, .js once compiled.
-const workerFile = fileURLToPath(new URL(`./bcrypt.worker${import.meta.url.slice(import.meta.url.lastIndexOf('.'))}`, import.meta.url))
+// The worker file sits beside this one: .ts under tsx, .js once compiled.
+const extension = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
+const workerFile = fileURLToPath(new URL(`./bcrypt.worker${extension}`, import.meta.url))
+// Compiled, the hashing threads run only their own code, as the embedded database's does
+// (db/pglite-thread.ts): no preloads of the main thread's. Under tsx they need its preload
+// to load the .ts worker.
+const workerExecArgv = extension === '.js' ? [] : undefined
 
 export default fp(async function passwords (fastify) {
   // Default: leave one core for serving requests.
@@ -42,6 +47,7 @@ export default fp(async function passwords (fastify) {
     minThreads: threads,
     maxThreads: threads,
     maxQueue: fastify.config.BCRYPT_QUEUE_MAX,
+    execArgv: workerExecArgv,
     idleTimeout: 60_000
   })
   fastify.addHook('onClose', () => pool.close())
