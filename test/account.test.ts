@@ -3,9 +3,9 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, json, registerUser, uniqueEmail, type TestUser } from './helper.js'
+import { json, registerUser, sharedApp, type TestUser, uniqueEmail } from './helper.js'
 
-const app = await build(t)
+const app = await sharedApp()
 const alice = await registerUser(app, { name: 'Alice' })
 const bob = await registerUser(app, { name: 'Bob' })
 

@@ -4,7 +4,7 @@ import { createHmac, randomUUID } from 'node:crypto'
 import bcrypt from 'bcryptjs'
 import type { LightMyRequestResponse } from 'fastify'
 import t, { type Test } from 'tap'
-import { build, json, registerUser, testConfig, TEST_SECRET, uniqueEmail } from './helper.js'
+import { build, json, registerUser, sharedApp, TEST_SECRET, testConfig, uniqueEmail } from './helper.js'
 
 const APP_URL = 'http://localhost:3000'
 const API_URL = 'http://localhost:3002'
@@ -14,7 +14,7 @@ const USER_KEYS = ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name',
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
-const app = await build(t)
+const app = await sharedApp()
 
 type Claims = Record<string, unknown>
 

@@ -1,8 +1,8 @@
 // Cross-cutting HTTP behaviour: envelopes for framework errors, request ids, health and readiness.
 import t from 'tap'
-import { build, json, registerUser } from './helper.js'
+import { build, json, registerUser, sharedApp } from './helper.js'
 
-const app = await build(t)
+const app = await sharedApp()
 const user = await registerUser(app)
 
 t.test('GET /health answers plain OK without auth', async (t) => {

@@ -1,9 +1,9 @@
 // The generated OpenAPI document lists every route of the contract with its security and error envelopes.
 import t from 'tap'
 import { ERROR_CODES } from '../errors.js'
-import { build, json } from './helper.js'
+import { json, sharedApp } from './helper.js'
 
-const app = await build(t)
+const app = await sharedApp()
 
 const res = await app.inject({ method: 'GET', url: '/openapi.json' })
 const doc = json(res)

@@ -1,9 +1,9 @@
 // The preferences routes: defaults, lazy creation of a missing row, user-editable fields
 // (PATCH and PUT alike), and the refusal of plan and payment fields.
 import t from 'tap'
-import { build, json, registerUser, type TestUser } from './helper.js'
+import { json, registerUser, sharedApp, type TestUser } from './helper.js'
 
-const app = await build(t)
+const app = await sharedApp()
 const alice = await registerUser(app)
 const bob = await registerUser(app)
 

@@ -3,9 +3,9 @@
 import type { LightMyRequestResponse } from 'fastify'
 import { sql } from 'kysely'
 import t from 'tap'
-import { build, json, registerUser, type TestUser } from './helper.js'
+import { json, registerUser, sharedApp, type TestUser } from './helper.js'
 
-const app = await build(t)
+const app = await sharedApp()
 const owner = await registerUser(app)
 const other = await registerUser(app)
 
