@@ -18,8 +18,9 @@ import { loadConfig, type AppConfig } from '../config.js'
 import { enforceContract } from './contract.js'
 import { templateDataDir } from './paths.js'
 
-// Test files run under tsx (package.json "tap"): autoload must load the .ts plugins and routes.
-process.env.FASTIFY_AUTOLOAD_TYPESCRIPT ??= '1'
+// Under tsx (`npm run test:file`, the integration suite) autoload must load the .ts plugins and
+// routes; `npm test` runs the compiled JavaScript (scripts/compile-tests.ts).
+if (import.meta.url.endsWith('.ts')) process.env.FASTIFY_AUTOLOAD_TYPESCRIPT ??= '1'
 
 export const TEST_SECRET = 'test-secret-that-is-long-enough-0123456789'
 
