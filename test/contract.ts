@@ -31,27 +31,48 @@ function compileRoutes (document: Document): Route[] {
     })))
 }
 
-export function enforceContract (app: FastifyInstance): void {
-  let routes: Route[] | undefined
-  let responses: Record<string, Response> = {}
+/** What checking against one document needs, compiled once per process for each distinct document. */
+interface Contract {
+  ajv: Ajv2020
+  routes: Route[]
+  responses: Record<string, Response>
+  validatorFor: (pointer: string) => ValidateFunction
+}
+
+// Apps with equal settings generate equal documents: they share the compiled validators
+// (a suite's process builds dozens of apps).
+const contracts = new Map<string, Contract>()
+
+function contractFor (document: Document): Contract {
+  const key = JSON.stringify(document)
+  let contract = contracts.get(key)
+  if (contract !== undefined) return contract
   const ajv = addFormats(new Ajv2020({ strict: false, allErrors: true }))
+  ajv.addSchema(document, 'openapi.json')
   const validators = new Map<string, ValidateFunction>()
-  // By JSON pointer into the document itself, so the schemas' references to
-  // #/components/schemas/… resolve as a client's would.
-  const validatorFor = (pointer: string) => {
-    let validate = validators.get(pointer)
-    if (!validate) validators.set(pointer, validate = ajv.compile({ $ref: `openapi.json#${pointer}` }))
-    return validate
+  contract = {
+    ajv,
+    routes: compileRoutes(document),
+    responses: document.components?.responses ?? {},
+    // By JSON pointer into the document itself, so the schemas' references to
+    // #/components/schemas/… resolve as a client's would.
+    validatorFor: (pointer) => {
+      let validate = validators.get(pointer)
+      if (!validate) validators.set(pointer, validate = ajv.compile({ $ref: `openapi.json#${pointer}` }))
+      return validate
+    }
   }
+  contracts.set(key, contract)
+  return contract
+}
+
+export function enforceContract (app: FastifyInstance): void {
+  let contract: Contract | undefined
   const escape = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1')
 
   const check = (options: InjectOptions, res: LightMyRequestResponse) => {
-    if (routes === undefined) {
-      const document = app.swagger() as unknown as Document
-      ajv.addSchema(document, 'openapi.json')
-      routes = compileRoutes(document)
-      responses = document.components?.responses ?? {}
-    }
+    contract ??= contractFor(app.swagger() as unknown as Document)
+    const { ajv, routes, responses, validatorFor } = contract
     const method = (options.method ?? 'GET').toUpperCase()
     const url = new URL(String(options.url ?? options.path ?? '/'), 'http://x')
     if (method === 'OPTIONS' || UNDOCUMENTED.some((p) => p.test(url.pathname))) return
