@@ -2,7 +2,7 @@
 // spends 4–7 s of CPU before its first test (tap's loader hooks, loading the service's
 // modules, the first app build); with one per file that was most of the suite's time on
 // two cores. Each suite below is one process that imports its files in turn; every file
-// still runs on its own (`npx tap test/tasks.test.ts`).
+// still runs on its own (`npm run test:file -- test/tasks.test.ts`).
 //
 // The suites are balanced by CPU (not by theme), so that they end together: files that share
 // an app's settings go together (they share the app: sharedApp). A file not named here runs
