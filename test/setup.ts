@@ -1,5 +1,6 @@
-// Runs once before the test files (tap's `before`): builds the migrated embedded
-// database that each test file copies, unless this version of it exists already.
+// Runs once before the test files (`npm test` runs it before tap; the integration suite, as
+// tap's `before`): builds the migrated embedded database that each app's database copies,
+// unless this version of it exists already.
 import { existsSync, mkdirSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -13,7 +14,8 @@ if (!process.env.DATABASE_URL && !existsSync(target)) {
   const building = `${target}.building-${process.pid}`
   // initdb in this process. The server runs it in a child process (db/pglite-init.ts), and a
   // child of tap's `before` script is measured for coverage, which tap then reports, and fails
-  // on, although the suite has coverage off.
+  // on, although the suites have coverage off. (`npm test` runs this file outside tap for the
+  // same reason: on Node 22 tap measured the `before` script itself.)
   mkdirSync(building, { recursive: true })
   await (await PGlite.create(join(building, 'pglite'))).close()
   const handle = createDatabase({ dataDir: building })
