@@ -1,4 +1,4 @@
-// Builds the real app for a test file, with the same server options as server.ts and
+// Builds the real app for a test, with the same server options as server.ts and
 // a database of its own: a copy of the migrated PGlite template, or a fresh database
 // on the PostgreSQL server named by DATABASE_URL.
 import { randomInt, randomUUID } from 'node:crypto'
@@ -57,7 +57,7 @@ export async function serverDatabase (t: Teardown, prefix = 'test'): Promise<Ser
   return { url, name, admin }
 }
 
-/** A database for one test file; removed at teardown. */
+/** A database for one app; removed at teardown. */
 export async function testDatabaseEnv (t: Teardown): Promise<Record<string, string>> {
   if (process.env.DATABASE_URL) return { DATABASE_URL: (await serverDatabase(t)).url.toString() }
   return embeddedDatabaseEnv(t)
@@ -106,9 +106,10 @@ export async function build (t: Teardown, env: Record<string, string> = {}, conf
 const sharedApps = new Map<string, Promise<FastifyInstance>>()
 
 /**
- * One app per distinct setting for the whole test file, closed when the file ends: tests
- * that need the same configuration share it instead of building their own (a build costs
- * a database copy and a second or so). Tests sharing one must not depend on its state.
+ * One app per distinct setting for the whole process, closed when it ends: tests that need
+ * the same configuration share it instead of building their own (a build costs a database
+ * copy and a second or so). Under `npm test` a process runs a suite of several files
+ * (test/suites.ts), so files share it too. Tests sharing one must not depend on its state.
  */
 export function sharedApp (env: Record<string, string> = {}): Promise<FastifyInstance> {
   const key = JSON.stringify(Object.entries(env).sort())
