@@ -1,7 +1,11 @@
 // Load shedding: a full password-hashing pool answers 503 before any other work (sign-in,
 // sign-up, password change), and an overloaded event loop sheds everything but /health.
+import Fastify from 'fastify'
+import fp from 'fastify-plugin'
 import t from 'tap'
-import { build, failedLogin as login, json, randomAddress as ip, registerUser, sharedApp, uniqueEmail } from './helper.js'
+import serviceApp from '../app.js'
+import { serverOptions } from '../server-options.js'
+import { build, failedLogin as login, json, randomAddress as ip, registerUser, sharedApp, testConfig, uniqueEmail } from './helper.js'
 
 // Shedding needs a hash that lasts: one thread, at the production cost (~300 ms a hash).
 const HELD_BY_ONE_HASH = { BCRYPT_WORKERS: '1', BCRYPT_ROUNDS: '12' }
@@ -92,6 +96,24 @@ t.test('an overloaded event loop sheds load with 503 + Retry-After; /health stay
   t.equal(shed!.res.headers['x-content-type-options'], 'nosniff', 'a plugin\'s own 503 carries the security headers')
   t.match(shed!.res.headers['x-request-id'], /^[0-9a-f-]{36}$/, 'and the request id')
   t.equal(shed!.health.statusCode, 200, 'liveness is not load-shed')
+})
+
+t.test('the lag of the start-up is not load: a server just started is not shed for it', async (t) => {
+  const config = await testConfig(t, { MAX_EVENT_LOOP_DELAY_MS: '20' })
+  const app = Fastify(serverOptions(config))
+  app.register(fp(serviceApp), { config })
+  // A start-up that holds the loop past under-pressure's first sample (a busy machine,
+  // a cold module cache), after the service's plugins are registered.
+  app.register(async () => {
+    const until = Date.now() + 1200
+    while (Date.now() < until) { /* busy: the event loop cannot turn */ }
+  })
+  t.teardown(() => app.close())
+  await app.ready()
+  await new Promise((resolve) => setTimeout(resolve, 20))
+  t.equal(app.memoryUsage().eventLoopDelay > 20, true, 'the sample taken at start-up saw the lag')
+  const res = await app.inject({ method: 'GET', url: '/ready' })
+  t.equal(res.statusCode, 200, 'the first request after start is served')
 })
 
 t.test('at a cost other than 12, a dummy hash shed once is made again by the next unknown email', async (t) => {
