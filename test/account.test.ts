@@ -173,6 +173,10 @@ t.test('PATCH /account/profile validation', async (t) => {
   t.equal(shortNew.statusCode, 400, 'new password under 8 characters')
   t.same(json(shortNew).details, ['Password must be at least 8 characters - newPassword'])
 
+  const longNew = await patchProfile(alice, { currentPassword: alice.password, newPassword: 'é'.repeat(37) })
+  t.equal(longNew.statusCode, 400, 'new password of 37 characters but 74 bytes (bcrypt reads 72)')
+  t.same(json(longNew), { success: false, error: 'Validation failed', code: 'VALIDATION_FAILED', details: ['Password must be at most 72 bytes - newPassword'] })
+
   t.same(await storedPublicUser(alice.id), before, 'no refused request changed the user')
   t.equal((await me(alice.token)).statusCode, 200, 'and the token still works')
 })

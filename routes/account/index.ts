@@ -8,7 +8,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../errors.js'
-import { MAX_PASSWORD_BYTES, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
+import { assertPasswordFits, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, mail, passwords, signInLimits } = fastify
@@ -40,9 +40,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       throw new ValidationError([`Both currentPassword and newPassword are required to change the password - ${missing}`])
     }
     if (body.newPassword !== undefined && body.currentPassword !== undefined) {
-      if (Buffer.byteLength(body.newPassword, 'utf8') > MAX_PASSWORD_BYTES) {
-        throw new ValidationError([`Password must be at most ${MAX_PASSWORD_BYTES} bytes - newPassword`])
-      }
+      assertPasswordFits(body.newPassword, 'newPassword')
       // Guessing the current password with a stolen token costs what guessing at sign-in does.
       await signInLimits.admit(request, user.email)
       passwords.admit()

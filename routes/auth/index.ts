@@ -3,14 +3,11 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { revokeToken } from '../../db/revoked-tokens.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCredentialsError, ValidationError } from '../../errors.js'
-import { AuthResponse, LoginBody, MAX_PASSWORD_BYTES, RegisterBody, UserResponse } from '../../schemas/users.js'
+import { EmailTakenError, InvalidCredentialsError } from '../../errors.js'
+import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
 import { queueWelcome } from '../../mail/outbox.js'
 import { randomUUID } from 'node:crypto'
 import recovery from './recovery.js'
-
-const tooLong = (password: string) => Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES
-const TOO_LONG_DETAIL = `Password must be at most ${MAX_PASSWORD_BYTES} bytes - password`
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, mail, passwords, signInLimits } = fastify
@@ -30,7 +27,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { password } = request.body
-    if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL])
+    assertPasswordFits(password, 'password')
     const email = normalizeEmail(request.body.email)
     await signInLimits.admit(request, email)
     passwords.admit()
@@ -72,7 +69,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { password } = request.body
-    if (tooLong(password)) throw new ValidationError([TOO_LONG_DETAIL], 'INVALID_INPUT')
+    assertPasswordFits(password, 'password', 'INVALID_INPUT')
     const email = normalizeEmail(request.body.email)
     await signInLimits.admit(request, email)
     passwords.admit()

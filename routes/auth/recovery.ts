@@ -6,8 +6,8 @@ import { consumeEmailToken, findUserForEmailToken } from '../../db/email.js'
 import { findUserByEmail, markEmailVerified, normalizeEmail, resetPassword, toUser } from '../../db/users.js'
 import { hashToken, queuePasswordChanged, queuePasswordReset, queueVerification } from '../../mail/outbox.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
-import { EmailAlreadyVerifiedError, ResetTokenInvalidError, ValidationError, VerificationTokenInvalidError } from '../../errors.js'
-import { AuthResponse, ForgotPasswordBody, MAX_PASSWORD_BYTES, ResetPasswordBody, UserResponse, VerifyEmailBody } from '../../schemas/users.js'
+import { EmailAlreadyVerifiedError, ResetTokenInvalidError, VerificationTokenInvalidError } from '../../errors.js'
+import { AuthResponse, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, UserResponse, VerifyEmailBody } from '../../schemas/users.js'
 
 const Accepted = { ...NullSuccess, description: 'Accepted: the email is queued' }
 
@@ -51,7 +51,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { token, password } = request.body
-    if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) throw new ValidationError([`Password must be at most ${MAX_PASSWORD_BYTES} bytes - password`])
+    assertPasswordFits(password, 'password')
     const hash = hashToken(token)
     // Limited per address only: the email is not known before the token is checked.
     await signInLimits.admit(request)
