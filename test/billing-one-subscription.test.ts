@@ -32,10 +32,10 @@ const config = await testConfig(t, {
 const logLines: string[] = []
 const options = serverOptions(config)
 const app = Fastify({ ...options, logger: { ...options.logger as object, stream: { write: (line: string) => { logLines.push(line) } } } })
+enforceContract(app)
 app.register(fp(serviceApp), { config })
 t.teardown(() => app.close())
 await app.ready()
-enforceContract(app)
 const warnings = (message: string) => logLines.map((line) => JSON.parse(line)).filter((entry) => entry.level === 40 && entry.msg === message)
 
 function deliver (event: StripeEventLike) {

@@ -2,7 +2,7 @@
 // document the app generates: the status must be documented for that operation, and
 // the body must match that status's schema and content type. A route that answers an
 // undocumented status or shape fails the test that saw it.
-import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse, RouteOptions } from 'fastify'
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js'
 import addFormatsModule from 'ajv-formats'
 
@@ -13,8 +13,6 @@ interface Operation { responses: Record<string, Response> }
 interface Document { paths: Record<string, Record<string, Operation>>, components?: { responses?: Record<string, Response> } }
 interface Route { method: string, pattern: RegExp, operation: Operation, path: string }
 
-// Served by the app, deliberately left out of the document.
-const UNDOCUMENTED = [/^\/openapi\.json$/, /^\/docs(\/|$)/, /^\/metrics$/]
 const ENVELOPE = /^\{"success":false,"error":"[^"]+","code":"[A-Z_]+"(,"details":\[.*\])?\}$/
 
 export class ContractViolation extends Error {
@@ -66,8 +64,25 @@ function contractFor (document: Document): Contract {
   return contract
 }
 
+/** A Fastify route URL (`/tasks/:id`, `/docs/*`) as a pattern for request paths. */
+const urlPattern = (url: string) => new RegExp(`^${url.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/:[^/]+/g, '[^/]+').replace(/\*/g, '.*')}$`)
+
+/**
+ * Call before the app registers its routes: it learns from them which are served but left
+ * out of the document (`schema.hide`: /openapi.json, /docs, /metrics), and skips those.
+ */
 export function enforceContract (app: FastifyInstance): void {
   let contract: Contract | undefined
+  // Read when checking, not when the route is added: a later onRoute hook may still hide it
+  // (plugins/external/api-reference.ts does, for /docs).
+  const routeOptions: RouteOptions[] = []
+  app.addHook('onRoute', (route) => { routeOptions.push(route) })
+  let hidden: Array<{ methods: string[], pattern: RegExp }> | undefined
+  const isHidden = (method: string, path: string) => {
+    hidden ??= routeOptions.filter((route) => route.schema?.hide === true)
+      .map((route) => ({ methods: [route.method].flat(), pattern: urlPattern(route.url) }))
+    return hidden.some((route) => route.methods.includes(method) && route.pattern.test(path))
+  }
   const escape = (segment: string) => segment.replaceAll('~', '~0').replaceAll('/', '~1')
 
   const check = (options: InjectOptions, res: LightMyRequestResponse) => {
@@ -75,7 +90,7 @@ export function enforceContract (app: FastifyInstance): void {
     const { ajv, routes, responses, validatorFor } = contract
     const method = (options.method ?? 'GET').toUpperCase()
     const url = new URL(String(options.url ?? options.path ?? '/'), 'http://x')
-    if (method === 'OPTIONS' || UNDOCUMENTED.some((p) => p.test(url.pathname))) return
+    if (method === 'OPTIONS' || isHidden(method, url.pathname)) return
     const where = `${method} ${url.pathname} → ${res.statusCode}`
     const route = routes.find((r) => r.method === method && r.pattern.test(url.pathname)) ??
       (method === 'HEAD' ? routes.find((r) => r.method === 'GET' && r.pattern.test(url.pathname)) : undefined)

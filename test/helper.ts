@@ -96,10 +96,10 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {},
 export async function build (t: Teardown, env: Record<string, string> = {}, config?: AppConfig): Promise<FastifyInstance> {
   const appConfig = config ?? await testConfig(t, env)
   const app = Fastify(serverOptions(appConfig))
+  enforceContract(app)
   app.register(fp(serviceApp), { config: appConfig })
   t.teardown(() => app.close())
   await app.ready()
-  enforceContract(app)
   return app
 }
 
