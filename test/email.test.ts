@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { sql } from 'kysely'
 import t from 'tap'
-import { build, json, registerUser, uniqueEmail } from './helper.js'
+import { build, json, registerUser, uniqueEmail, until } from './helper.js'
 import { startSmtpSink, type ReceivedMail } from './smtp-sink.js'
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -238,7 +238,7 @@ t.test('the SMTP server down, then back: the email is retried and delivered once
   const retrying = await build(t, { SMTP_URL: `smtp://127.0.0.1:${port}`, EMAIL_RETRY_BASE_MS: '100', EMAIL_POLL_INTERVAL_MS: '100' })
   const user = await registerUser(retrying)
   const row = () => retrying.db.selectFrom('email_outbox').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
-  while ((await row()).last_error === null) await new Promise((resolve) => setTimeout(resolve, 50))
+  await until(async () => (await row()).last_error !== null, 'the first failed attempt')
   const failed = await row()
   t.match(failed, { sent_at: null, failed_at: null, last_error: /ECONNREFUSED|connect/i })
   t.ok(failed.text_body, 'the message is kept for the next attempt')
@@ -247,7 +247,7 @@ t.test('the SMTP server down, then back: the email is retried and delivered once
   t.teardown(() => back.close())
   const mail = await back.waitFor((m) => m.to === user.email)
   t.match(mail.subject, /^Welcome/)
-  while ((await row()).sent_at === null) await new Promise((resolve) => setTimeout(resolve, 50))
+  await until(async () => (await row()).sent_at !== null, 'the row marked sent')
   const sent = await row()
   t.ok(sent.attempts >= 2, `attempted ${sent.attempts} times`)
   t.match(sent, { last_error: null, text_body: null, html_body: null, link: null })
@@ -262,7 +262,7 @@ t.test('a message that cannot be delivered in EMAIL_GIVE_UP_MS is given up, with
   const givingUp = await build(t, { SMTP_URL: `smtp://127.0.0.1:${down.port}`, EMAIL_RETRY_BASE_MS: '100', EMAIL_POLL_INTERVAL_MS: '100', EMAIL_GIVE_UP_MS: '1000' })
   const user = await registerUser(givingUp)
   const row = () => givingUp.db.selectFrom('email_outbox').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
-  while ((await row()).failed_at === null) await new Promise((resolve) => setTimeout(resolve, 100))
+  await until(async () => (await row()).failed_at !== null, 'the message given up')
   const failed = await row()
   t.match(failed, { sent_at: null, failed_at: ISO, last_error: /ECONNREFUSED|connect/i, text_body: null, link: null })
   t.ok(failed.attempts >= 2, `attempted ${failed.attempts} times`)
@@ -278,7 +278,7 @@ t.test('a message older than EMAIL_GIVE_UP_MS when its turn comes is given up, n
   const fresh = await registerUser(app)
   await sink.waitFor((m) => m.to === fresh.email)
   const row = () => app.db.selectFrom('email_outbox').selectAll().where('recipient', '=', stale).executeTakeFirstOrThrow()
-  for (let i = 0; i < 100 && (await row()).failed_at === null; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  await until(async () => (await row()).failed_at !== null, 'the stale message given up', 5_000)
   t.match(await row(), { sent_at: null, failed_at: ISO, last_error: 'not sent within EMAIL_GIVE_UP_MS', text_body: null, link: null })
   t.notOk(sink.received.some((m) => m.to === stale), 'never sent')
 })
@@ -291,7 +291,7 @@ t.test('a permanent refusal (SMTP 5xx) is given up at once, recorded, and other 
   const fine = await registerUser(strict)
   await refusing.waitFor((m) => m.to === fine.email)
   const row = () => strict.db.selectFrom('email_outbox').selectAll().where('user_id', '=', gone.id).executeTakeFirstOrThrow()
-  while ((await row()).failed_at === null) await new Promise((resolve) => setTimeout(resolve, 50))
+  await until(async () => (await row()).failed_at !== null, 'the refused message given up')
   t.match(await row(), { attempts: 1, sent_at: null, failed_at: ISO, last_error: /550/, text_body: null })
   t.notOk(refusing.received.some((m) => m.to === gone.email))
 })

@@ -121,6 +121,15 @@ export function sharedApp (env: Record<string, string> = {}): Promise<FastifyIns
   return app
 }
 
+/** Polls `condition` every 50 ms until it holds; after `timeoutMs` fails, naming `what`. */
+export async function until (condition: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!await condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+}
+
 /** A client address of its own, so tests (and parallel runs sharing Redis) never share rate-limit counters. */
 export const randomAddress = () => `10.${randomInt(256)}.${randomInt(256)}.${randomInt(1, 255)}`
 

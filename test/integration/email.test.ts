@@ -5,17 +5,9 @@ import { once } from 'node:events'
 import t from 'tap'
 import { createDatabase } from '../../db/connect.js'
 import { queueEmail } from '../../db/email.js'
-import { build, registerUser, serverDatabase, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
+import { build, registerUser, serverDatabase, testDatabaseEnv, TEST_SECRET, uniqueEmail, until } from '../helper.js'
 import { startSmtpSink } from '../smtp-sink.js'
 import { freePort, startServer, waitUntilUp, type Running } from './process.js'
-
-const until = async (condition: () => Promise<boolean> | boolean, what: string, timeoutMs = 30_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!await condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
-}
 
 /** Signs up `email` on the server at `base`; the welcome email is queued with the account. */
 const register = async (base: string, email: string): Promise<number> => (await fetch(`${base}/auth/register`, {
