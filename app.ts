@@ -1,11 +1,12 @@
 // The service as a Fastify plugin: the core plugins (errors, JSON bodies, shared schemas,
-// validation, response headers), then plugins/external → plugins/app → routes by autoload. server.ts,
+// body limits, validation, response headers), then plugins/external → plugins/app → routes by autoload. server.ts,
 // the tests and the OpenAPI generator build it the same way, from serverOptions() and a
 // loaded configuration.
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import autoload from '@fastify/autoload'
 import type { FastifyInstance } from 'fastify'
+import bodyLimits from './plugins/body-limits.js'
 import errors from './plugins/errors.js'
 import jsonBody from './plugins/json-body.js'
 import responseHeaders from './plugins/response-headers.js'
@@ -34,6 +35,7 @@ export default async function serviceApp (fastify: FastifyInstance, opts: AppOpt
   await fastify.register(errors)
   await fastify.register(jsonBody)
   await fastify.register(sharedSchemas)
+  await fastify.register(bodyLimits)
   await fastify.register(validation)
   // Before any other plugin, so its onRequest hook runs first and every answer carries its headers.
   await fastify.register(responseHeaders)

@@ -7,11 +7,13 @@
 // - date-times only as what PostgreSQL stores and gives back: RFC 3339 with at most six
 //   fractional digits, an offset within ±14:00, a UTC year from 1 to 9999.
 // Unknown fields and query parameters are refused, never dropped; every failing field is
-// reported.
+// reported, up to MAX_DETAILS: a body with more unknown fields than that is refused on those
+// before the rest is validated.
 import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import fastUri from 'fast-uri'
 import fp from 'fastify-plugin'
+import { MAX_DETAILS } from '../errors.js'
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
@@ -83,6 +85,34 @@ function canonicalIntegers (schema: ObjectSchema, validate: ValidateFunction): V
   return checked
 }
 
+/**
+ * Bodies: one with more unknown fields than a refusal reports (MAX_DETAILS) is refused on
+ * those at once. With allErrors ajv would build an error for each of thousands of keys,
+ * all but twenty of them to be dropped.
+ */
+function unknownFieldsFirst (schema: ObjectSchema & { additionalProperties?: unknown }, validate: ValidateFunction): ValidateFunction {
+  if (schema.additionalProperties !== false || schema.properties === undefined) return validate
+  const known = new Set(Object.keys(schema.properties))
+  const checked = ((data: unknown) => {
+    if (data !== null && typeof data === 'object' && !Array.isArray(data)) {
+      const unknown: string[] = []
+      for (const key in data) {
+        if (!known.has(key) && unknown.push(key) > MAX_DETAILS) break
+      }
+      if (unknown.length > MAX_DETAILS) {
+        checked.errors = unknown.slice(0, MAX_DETAILS).map((key) => ({
+          instancePath: '', schemaPath: '#/additionalProperties', keyword: 'additionalProperties', params: { additionalProperty: key }, message: 'must NOT have additional properties'
+        }))
+        return false
+      }
+    }
+    const valid = validate(data)
+    checked.errors = validate.errors
+    return valid
+  }) as ValidateFunction
+  return checked
+}
+
 // What a route without query parameters accepts: none. An unknown parameter is refused as
 // an unknown body field is, not ignored.
 const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
@@ -105,6 +135,9 @@ export default fp(async function validation (fastify) {
       }
       shared = true
     }
-    return httpPart === 'body' ? bodies.compile(schema) : canonicalIntegers(schema as ObjectSchema, text.compile(schema))
+    if (httpPart !== 'body') return canonicalIntegers(schema as ObjectSchema, text.compile(schema))
+    const ref = (schema as { $ref?: unknown }).$ref
+    const resolved = typeof ref === 'string' ? fastify.getSchema(ref) ?? schema : schema
+    return unknownFieldsFirst(resolved as ObjectSchema, bodies.compile(schema))
   })
 }, { name: 'validation', dependencies: ['shared-schemas'] })
