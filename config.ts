@@ -3,8 +3,11 @@
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import proxyAddr from '@fastify/proxy-addr'
 import { envSchema } from 'env-schema'
 import { Type, type Static } from 'typebox'
+
+const TRUST_PROXY_FORMS = 'must be false, the number of proxies in front of the service (1 behind one load balancer), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8)'
 
 const Url = (defaultValue: string) =>
   Type.String({ pattern: '^https?://[^\\s/]+', default: defaultValue, errorMessage: 'must be an http(s) URL' })
@@ -29,6 +32,11 @@ export const ConfigSchema = Type.Object({
   CONNECTION_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 60_000, errorMessage: 'must be milliseconds from 1000 to 600000' }),
   KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 3_600_000, default: 72_000, errorMessage: 'must be milliseconds from 1000 to 3600000' }),
   MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: 100_000, default: 1024, errorMessage: 'must be an integer from 1 to 100000' }),
+  // One client's share of MAX_CONNECTIONS (an IPv6 client's /64 is one client): a browser opens
+  // 6 per origin, an office behind one NAT a few dozen; 1,030 idle connections from one address
+  // took /health down for everyone. Direct peers only: the trusted proxies (TRUST_PROXY) carry
+  // everyone's connections.
+  MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, maximum: 100_000, default: 64, errorMessage: 'must be an integer from 1 to 100000' }),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', errorMessage: 'must be a postgres:// or postgresql:// URL' })),
   DATABASE_POOL_MAX: Type.Integer({ minimum: 1, maximum: 1000, default: 10, errorMessage: 'must be an integer from 1 to 1000' }),
   DATABASE_CONNECT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 3000, errorMessage: 'must be milliseconds from 100 to 60000' }),
@@ -42,7 +50,8 @@ export const ConfigSchema = Type.Object({
   DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
   AUTH_JWT_SECRET: Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' })),
   APP_URL: Url('http://localhost:3000'),
-  API_URL: Url('http://localhost:3002'),
+  // Unset: http://localhost:PORT (loadConfig), so /docs and the tokens' audience follow PORT.
+  API_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
   PAYMENT_SECRET_KEY: Type.Optional(Type.String({ minLength: 1 })),
   PAYMENT_WEBHOOK_SECRET: Type.Optional(Type.String({ minLength: 1 })),
   PAYMENT_PRICE_IDS: Type.String({ default: '' }),
@@ -52,7 +61,10 @@ export const ConfigSchema = Type.Object({
   PAYMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000, errorMessage: 'must be milliseconds from 100 to 120000' }),
   PAYMENT_MAX_RETRIES: Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' }),
   CORS_ORIGINS: Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' }),
-  TRUST_PROXY: Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-fA-F.:/, ]+)$', errorMessage: 'must be true, false, a hop count, or a comma-separated list of proxy addresses' }),
+  // Which peers' X-Forwarded-For is believed (trustProxy below): none, the nearest N hops, or
+  // peers at these addresses or CIDRs (also loopback, linklocal, uniquelocal). `true` trusts
+  // every entry, the client's own included, and is refused in production.
+  TRUST_PROXY: Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-zA-Z.:/, ]+)$', errorMessage: TRUST_PROXY_FORMS }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' })),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' }),
   AUTH_RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' }),
@@ -89,6 +101,8 @@ export type AppConfig = RawConfig & {
   AUTH_JWT_SECRET: string
   /** Always set after loadConfig: from the environment or a second above DATABASE_STATEMENT_TIMEOUT_MS. */
   DATABASE_QUERY_TIMEOUT_MS: number
+  /** Always set after loadConfig: from the environment or http://localhost:PORT. */
+  API_URL: string
 }
 
 export class ConfigError extends Error {
@@ -123,7 +137,26 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
   if (raw.NODE_ENV === 'production' && raw.BCRYPT_ROUNDS < 12) {
     throw new ConfigError('Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
   }
-  return { ...raw, AUTH_JWT_SECRET: raw.AUTH_JWT_SECRET ?? developmentSecret(raw), DATABASE_QUERY_TIMEOUT_MS: queryTimeout(raw) }
+  checkTrustProxy(raw)
+  return {
+    ...raw,
+    API_URL: raw.API_URL ?? `http://localhost:${raw.PORT}`,
+    AUTH_JWT_SECRET: raw.AUTH_JWT_SECRET ?? developmentSecret(raw),
+    DATABASE_QUERY_TIMEOUT_MS: queryTimeout(raw)
+  }
+}
+
+function checkTrustProxy (raw: RawConfig): void {
+  const value = raw.TRUST_PROXY.trim()
+  if (value === 'true' && raw.NODE_ENV === 'production') {
+    throw new ConfigError('Invalid configuration: TRUST_PROXY=true believes the X-Forwarded-For entries a client writes itself; set the number of proxies in front of the service (1 behind one load balancer) or their addresses or CIDRs')
+  }
+  if (value === 'true' || value === 'false' || /^\d+$/.test(value)) return
+  try {
+    proxyAddr.compile(list(value))
+  } catch {
+    throw new ConfigError(`Invalid configuration: TRUST_PROXY ${TRUST_PROXY_FORMS}`)
+  }
 }
 
 function queryTimeout (raw: RawConfig): number {
@@ -159,13 +192,25 @@ const list = (value: string): string[] => value.split(',').map((item) => item.tr
 export const allowedOrigins = (config: AppConfig): string[] =>
   [new URL(config.APP_URL).origin, ...list(config.CORS_ORIGINS).map((origin) => new URL(origin).origin)]
 
-/** Fastify's trustProxy from TRUST_PROXY: false, true, a hop count, or addresses. */
-export function trustProxy (config: AppConfig): boolean | number | string[] {
+/** Whether the peer `hop` steps away (0: the socket's peer, 1: the right-most X-Forwarded-For entry, …) is a proxy of ours. */
+export type TrustProxy = (address: string, hop: number) => boolean
+
+/**
+ * The proxies of TRUST_PROXY, as a function Fastify's trustProxy takes: false (none), every
+ * hop (`true`, outside production only), the nearest N hops, or peers at the given addresses
+ * and CIDRs. The client is the first address, from the socket outward, that is not a proxy:
+ * the right-most X-Forwarded-For entry our proxies did not write. (Fastify itself ignores a
+ * hop count given as a number, so every client would be the balancer.)
+ */
+export function trustProxy (config: AppConfig): TrustProxy | false {
   const value = config.TRUST_PROXY.trim()
-  if (value === 'true') return true
-  if (value === 'false') return false
-  if (/^\d+$/.test(value)) return Number(value)
-  return list(value)
+  if (value === 'false' || value === '0') return false
+  if (value === 'true') return () => true
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value)
+    return (_address, hop) => hop < hops
+  }
+  return proxyAddr.compile(list(value))
 }
 
 export const paymentPriceIds = (config: AppConfig): string[] => list(config.PAYMENT_PRICE_IDS)

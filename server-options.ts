@@ -5,7 +5,8 @@ import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import { LogController, type FastifyHttpOptions, type FastifyServerFactoryHandler } from 'fastify'
 import { clientErrorHandler, frameworkErrors } from './plugins/errors.js'
-import { trustProxy, type AppConfig } from './config.js'
+import { clientKey } from './client-address.js'
+import { trustProxy, type AppConfig, type TrustProxy } from './config.js'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 export const BODY_LIMIT = 1024 * 1024
@@ -67,8 +68,34 @@ export function serializeError (err: Error & { code?: unknown }): { type: string
 }
 
 /**
- * The HTTP server, with every request's time and the number of connections bounded
- * (config.ts says why each default). Fastify's own timeout options cannot set a
+ * Closes a connection at once when its peer already holds `max` (counted by clientKey, so an
+ * IPv6 /64 is one peer); the trusted proxies, which carry every client's connections, are
+ * not counted. The check is a map lookup per accepted connection, none per request.
+ */
+export function limitConnectionsPerAddress (server: Server, max: number, isProxy: TrustProxy | false): void {
+  const open = new Map<string, number>()
+  // Before the HTTP server's own listener: a refused socket never gets a parser.
+  server.prependListener('connection', (socket) => {
+    const address = socket.remoteAddress
+    if (address === undefined || (isProxy !== false && isProxy(address, 0))) return
+    const key = clientKey(address)
+    const count = (open.get(key) ?? 0) + 1
+    if (count > max) {
+      socket.destroy()
+      return
+    }
+    open.set(key, count)
+    socket.once('close', () => {
+      const left = open.get(key)! - 1
+      if (left === 0) open.delete(key)
+      else open.set(key, left)
+    })
+  })
+}
+
+/**
+ * The HTTP server, with every request's time, the number of connections and each peer's
+ * share of them bounded (config.ts says why each default). Fastify's own timeout options cannot set a
  * connection cap or how often Node checks request timeouts (every 30 s by default, so a
  * 1 s limit would cut at up to 31 s): here it checks ten times per limit, at most every
  * second, a timer over the connections still receiving a request, not a per-request cost.
@@ -84,6 +111,7 @@ export function httpServer (config: AppConfig): (handler: FastifyServerFactoryHa
     server.keepAliveTimeout = config.KEEP_ALIVE_TIMEOUT_MS
     server.setTimeout(config.CONNECTION_TIMEOUT_MS)
     server.maxConnections = config.MAX_CONNECTIONS
+    limitConnectionsPerAddress(server, config.MAX_CONNECTIONS_PER_ADDRESS, trustProxy(config))
     return server
   }
 }
@@ -101,8 +129,7 @@ export function serverOptions (config: AppConfig): FastifyHttpOptions<Server> {
     // One line per request comes from plugins/app/request-log.ts instead.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'reqId' }),
     bodyLimit: BODY_LIMIT,
-    // A hop count is valid at run time; the typings omit it.
-    trustProxy: trustProxy(config) as boolean | string[],
+    trustProxy: trustProxy(config),
     // During shutdown plugins/app/graceful-close.ts answers new requests with the 503 envelope.
     return503OnClosing: false,
     // Opening a new embedded database and migrating it can take a while on a busy machine.

@@ -31,3 +31,21 @@ t.test('a bad value is one line naming the variable', async (t) => {
     'Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be above DATABASE_STATEMENT_TIMEOUT_MS (5000), so the server cancels a slow statement first')
   t.equal(refusal({ AUTH_JWT_SECRET: '', NODE_ENV: 'production' }), 'Invalid configuration: AUTH_JWT_SECRET is required in production (at least 32 characters)')
 })
+
+t.test('TRUST_PROXY: a hop count or proxy addresses; `true` only outside production', async (t) => {
+  t.equal(refusal({ TRUST_PROXY: '1', NODE_ENV: 'production' }), 'accepted')
+  t.equal(refusal({ TRUST_PROXY: '10.0.0.0/8, 192.168.1.7, loopback', NODE_ENV: 'production' }), 'accepted')
+  t.equal(refusal({ TRUST_PROXY: 'true' }), 'accepted', 'development: every entry trusted, as asked')
+  t.equal(refusal({ TRUST_PROXY: 'true', NODE_ENV: 'production' }),
+    'Invalid configuration: TRUST_PROXY=true believes the X-Forwarded-For entries a client writes itself; set the number of proxies in front of the service (1 behind one load balancer) or their addresses or CIDRs')
+  for (const bad of ['10.0.0.300', '10.0.0.0/33', 'balancer.internal', '-1']) {
+    t.equal(refusal({ TRUST_PROXY: bad }),
+      'Invalid configuration: TRUST_PROXY must be false, the number of proxies in front of the service (1 behind one load balancer), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8)', bad)
+  }
+})
+
+t.test('API_URL follows PORT unless set', async (t) => {
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).API_URL, 'http://localhost:3002')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080' }).API_URL, 'http://localhost:8080', 'the API reference and token audience point at the port served')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080', API_URL: 'https://api.example.com' }).API_URL, 'https://api.example.com')
+})

@@ -1,6 +1,7 @@
 // Rate limits: per client address, failures per email without a lock-out, the global
 // ceiling counted before authentication, and X-Forwarded-For only behind a trusted proxy.
 // (Shared through Redis by several instances: test/integration/scale-out.test.ts.)
+import { randomInt } from 'node:crypto'
 import t from 'tap'
 import { failedLogin as login, json, randomAddress as ip, registerUser, sharedApp, uniqueEmail } from './helper.js'
 
@@ -75,6 +76,57 @@ t.test('X-Forwarded-For counts only when TRUST_PROXY says so', async (t) => {
   const behindProxy = []
   for (let i = 0; i < 3; i++) behindProxy.push((await login(trusting, uniqueEmail(), proxy, { 'x-forwarded-for': ip() })).statusCode)
   t.same(behindProxy, [401, 401, 401], 'behind a trusted proxy each client has its own bucket')
+})
+
+// Behind a balancer on loopback that appends the address it saw to X-Forwarded-For.
+const viaBalancer = (app: Awaited<ReturnType<typeof sharedApp>>, email: string, forwardedFor: string) =>
+  login(app, email, '127.0.0.1', { 'x-forwarded-for': forwardedFor })
+
+t.test('TRUST_PROXY as a hop count: each client behind the balancer is counted on its own', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '2', RATE_LIMIT_MAX: '5', TRUST_PROXY: '1' })
+  const [noisy, quiet] = [ip(), ip()]
+  const noisyStatuses = []
+  for (let i = 0; i < 3; i++) noisyStatuses.push((await viaBalancer(app, uniqueEmail(), noisy)).statusCode)
+  t.same(noisyStatuses, [401, 401, 429], 'one client reaches its limit')
+  t.equal((await viaBalancer(app, uniqueEmail(), quiet)).statusCode, 401, 'another client behind the same balancer is not held back')
+
+  const owner = await registerUser(app, { password: 'the owner knows this' })
+  const reader = ip()
+  const tasks = (client: string) => app.inject({ method: 'GET', url: '/tasks', headers: { ...owner.auth, 'x-forwarded-for': client }, remoteAddress: '127.0.0.1' })
+  for (let i = 0; i < 5; i++) await tasks(noisy)
+  t.equal((await tasks(noisy)).statusCode, 429, 'the global limit holds back the client over it')
+  t.equal((await tasks(reader)).statusCode, 200, 'and no one else')
+
+  // A client that writes its own X-Forwarded-For: the balancer appends the address it saw,
+  // and only the entry it wrote counts.
+  const spoofing = []
+  for (const invented of [ip(), ip(), ip()]) spoofing.push((await viaBalancer(app, uniqueEmail(), `${invented}, ${noisy}`)).statusCode)
+  t.same(spoofing, [429, 429, 429], 'inventing left-most entries does not escape the limit')
+})
+
+t.test('TRUST_PROXY as addresses: the client is the right-most entry no trusted proxy wrote', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '2', TRUST_PROXY: '127.0.0.1, 10.200.0.0/16' })
+  const client = ip()
+  const statuses = []
+  // The client's own (invented) entry, then the client as our edge proxy saw it, then our internal proxy.
+  for (let i = 0; i < 3; i++) statuses.push((await viaBalancer(app, uniqueEmail(), `${ip()}, ${client}, 10.200.3.4`)).statusCode)
+  t.same(statuses, [401, 401, 429], 'the same client through two trusted proxies')
+  t.equal((await viaBalancer(app, uniqueEmail(), `${client}, 10.200.3.4`)).statusCode, 429, 'whatever it writes in front')
+  t.equal((await viaBalancer(app, uniqueEmail(), `${ip()}, 10.200.3.4`)).statusCode, 401, 'another client is not held back')
+
+  const direct = ip()
+  const untrustedPeer = []
+  for (let i = 0; i < 3; i++) untrustedPeer.push((await login(app, uniqueEmail(), direct, { 'x-forwarded-for': ip() })).statusCode)
+  t.same(untrustedPeer, [401, 401, 429], 'a peer that is not a listed proxy is the client, whatever it forwards')
+})
+
+t.test('an IPv6 client is counted by its /64', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '2' })
+  const [a, b] = [randomInt(0xfffe), randomInt(0xfffe)].map((n) => n.toString(16))
+  const statuses = []
+  for (const host of ['::1', ':abcd:1:2:3', ':ffff:ffff:ffff:ffff']) statuses.push((await login(app, uniqueEmail(), `2001:db8:${a}:${b}${host}`)).statusCode)
+  t.same(statuses, [401, 401, 429], 'three addresses of one /64 are one client')
+  t.equal((await login(app, uniqueEmail(), `2001:db8:${a}:${b}1::1`)).statusCode, 401, 'another /64 is another client')
 })
 
 t.test('"forgot password" requests for an email never hold back its owner\'s sign-in', async (t) => {

@@ -12,6 +12,7 @@
 // counting, which a failures-only policy needs: hence these few counters of our own.
 import type { FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
+import { clientKey } from '../../client-address.js'
 import type { Redis } from 'ioredis'
 import { rateLimited } from '../../errors.js'
 
@@ -108,15 +109,15 @@ export default fp(async function signInLimits (fastify) {
     ? { admit: async () => {}, failed: async () => {}, succeeded: async () => {} }
     : {
         async admit (request, email, scope = 'sign-in') {
-          const attempts = await counters.increment(`attempts:${request.ip}`)
+          const attempts = await counters.increment(`attempts:${clientKey(request.ip)}`)
           if (attempts.count > max) throw rateLimited(attempts.ttlMs / 1000)
-          if (email !== undefined && await counters.get(failuresOf(email, scope)) >= max && await counters.get(`failures-from:${request.ip}`) > 0) {
+          if (email !== undefined && await counters.get(failuresOf(email, scope)) >= max && await counters.get(`failures-from:${clientKey(request.ip)}`) > 0) {
             throw rateLimited(windowMs / 1000)
           }
         },
         async failed (request, email, scope = 'sign-in') {
           if (email !== undefined) await counters.increment(failuresOf(email, scope))
-          await counters.increment(`failures-from:${request.ip}`)
+          await counters.increment(`failures-from:${clientKey(request.ip)}`)
         },
         succeeded: (email) => counters.reset(failuresOf(email, 'sign-in'))
       }

@@ -4,6 +4,7 @@
 // sign-up and password changes: plugins/app/sign-in-limits.ts.)
 import rateLimit from '@fastify/rate-limit'
 import fp from 'fastify-plugin'
+import { clientKey } from '../../client-address.js'
 import { RateLimitedError } from '../../errors.js'
 
 export default fp(async function rateLimits (fastify) {
@@ -16,6 +17,8 @@ export default fp(async function rateLimits (fastify) {
     redis: fastify.redis ?? undefined,
     nameSpace: 'tsb-rate-limit-',
     skipOnError: true,
+    // The client behind trusted proxies, an IPv6 client by its /64 (client-address.ts).
+    keyGenerator: (request) => clientKey(request.ip),
     errorResponseBuilder: () => new RateLimitedError()
   })
 }, { name: 'rate-limit', dependencies: ['redis'] })
