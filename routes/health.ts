@@ -3,17 +3,20 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { sql } from 'kysely'
 import { Type } from 'typebox'
 
+// A prober may add a cache-buster (`/health?t=…`): a probe answers whatever its query string.
+const AnyQuery = Type.Object({}, { additionalProperties: true })
+
 const PlainOk = { description: 'Plain text `OK`', content: { 'text/plain': { schema: Type.String({ examples: ['OK'] }) } } }
 
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
     config: { public: true, logRequest: false, rateLimit: false, needsDatabase: false, shedUnderPressure: false },
-    schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', response: { 200: PlainOk } }
+    schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', querystring: AnyQuery, response: { 200: PlainOk } }
   }, async (_request, reply) => reply.type('text/plain; charset=utf-8').send('OK'))
 
   fastify.get('/ready', {
     config: { public: true, logRequest: false, rateLimit: false },
-    schema: { tags: ['health'], operationId: 'ready', summary: 'Readiness: the database answers', response: { 200: PlainOk } }
+    schema: { tags: ['health'], operationId: 'ready', summary: 'Readiness: the database answers', querystring: AnyQuery, response: { 200: PlainOk } }
   }, async (_request, reply) => {
     await sql`select 1`.execute(fastify.db)
     return reply.type('text/plain; charset=utf-8').send('OK')
