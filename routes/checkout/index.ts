@@ -12,7 +12,9 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
   // A body may name its own return pages, on our own origins only: the provider would
   // otherwise redirect payers wherever a caller likes (an open redirect).
   const origins = new Set(allowedOrigins(config))
-  const ownOrigin = (url: string | undefined) => url === undefined || origins.has(new URL(url).origin)
+  // The schema's `uri` format accepts some texts that WHATWG URLs refuse
+  // (http://localhost:3000:80/): those are on no origin of ours either.
+  const ownOrigin = (url: string | undefined) => url === undefined || (URL.canParse(url) && origins.has(new URL(url).origin))
   const defaults = checkoutReturnUrls(config)
   const returnUrls = (body: Static<typeof CheckoutBody>) => ({ successUrl: body.successUrl ?? defaults.successUrl, cancelUrl: body.cancelUrl ?? defaults.cancelUrl })
 
