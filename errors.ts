@@ -14,6 +14,7 @@ export const ERROR_CATALOG = {
   INVALID_INPUT: [400, 'Invalid input'],
   INVALID_JSON: [400, 'Invalid JSON body'],
   INVALID_CURRENT_PASSWORD: [400, 'Invalid current password'],
+  CURRENT_PASSWORD_REQUIRED: [400, 'The current password is required to change the email address'],
   INVALID_SIGNATURE: [400, 'Invalid signature'],
   BAD_REQUEST: [400, 'Bad request'],
   RESET_TOKEN_INVALID: [400, 'This password reset link is invalid or has expired'],
@@ -61,6 +62,7 @@ export const ForbiddenError = appError('FORBIDDEN')
 export const InvalidCredentialsError = appError('INVALID_CREDENTIALS')
 export const EmailTakenError = appError('EMAIL_TAKEN')
 export const InvalidCurrentPasswordError = appError('INVALID_CURRENT_PASSWORD')
+export const CurrentPasswordRequiredError = appError('CURRENT_PASSWORD_REQUIRED')
 export const PasswordChangeConflictError = appError('PASSWORD_CHANGE_CONFLICT')
 export const ResetTokenInvalidError = appError('RESET_TOKEN_INVALID')
 export const VerificationTokenInvalidError = appError('VERIFICATION_TOKEN_INVALID')

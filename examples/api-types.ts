@@ -49,7 +49,7 @@ export interface paths {
         get: operations["getProfile"];
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         put: operations["replaceProfile"];
         post?: never;
@@ -58,7 +58,7 @@ export interface paths {
         head?: never;
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         patch: operations["updateProfile"];
         trace?: never;
@@ -384,7 +384,7 @@ export interface paths {
         put?: never;
         /**
          * Payment provider webhook
-         * @description Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries; a provider call the event needs (cancelling a second subscription) is queued with the event and made after the answer, retried until done.
+         * @description Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries.
          */
         post: operations["receivePaymentWebhook"];
         delete?: never;
@@ -401,7 +401,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */

@@ -109,14 +109,14 @@ t.test('PATCH /account/profile refuses an image that is not an http(s) URL', asy
 
 t.test('PATCH /account/profile stores the email trimmed and lower-cased', async (t) => {
   const fresh = uniqueEmail('alice')
-  const res = await patchProfile(alice, { email: `  ${fresh.toUpperCase()} ` })
+  const res = await patchProfile(alice, { email: `  ${fresh.toUpperCase()} `, currentPassword: alice.password })
   t.equal(res.statusCode, 200)
   t.equal(json(res).data.email, fresh)
   t.equal((await userRow(app.db, alice.id)).email, fresh)
   alice.email = fresh
 
   const ownInOtherCase = await patchProfile(alice, { email: fresh.toUpperCase() })
-  t.equal(ownInOtherCase.statusCode, 200, 'one\'s own address in another case is not a conflict')
+  t.equal(ownInOtherCase.statusCode, 200, 'one\'s own address in another case is not a conflict, nor a change that needs the password')
   t.equal(json(ownInOtherCase).data.email, fresh)
 
   const signedIn = await login(fresh.toUpperCase(), alice.password)
@@ -126,7 +126,7 @@ t.test('PATCH /account/profile stores the email trimmed and lower-cased', async 
 
 t.test('PATCH /account/profile: an email of another user, in any case, is 409', async (t) => {
   for (const email of [bob.email, bob.email.toUpperCase(), ` ${bob.email} `]) {
-    const res = await patchProfile(alice, { email, name: 'Should Not Stick' })
+    const res = await patchProfile(alice, { email, name: 'Should Not Stick', currentPassword: alice.password })
     t.equal(res.statusCode, 409, `email ${JSON.stringify(email)}`)
     t.same(json(res), { success: false, error: 'Email already registered', code: 'EMAIL_TAKEN' })
   }
@@ -179,6 +179,34 @@ t.test('PATCH /account/profile validation', async (t) => {
 
   t.same(await storedPublicUser(alice.id), before, 'no refused request changed the user')
   t.equal((await me(alice.token)).statusCode, 200, 'and the token still works')
+})
+
+t.test('PATCH /account/profile: a new email needs the current password; a token alone cannot move the account', async (t) => {
+  const victim = await registerUser(app, { password: 'the victim knows this' })
+  const before = await userRow(app.db, victim.id)
+  const outboxOf = async () => (await app.db.selectFrom('email_outbox').select('kind').where('user_id', '=', victim.id).execute()).length
+  const queued = await outboxOf()
+  const attacker = uniqueEmail('attacker')
+
+  for (const method of ['PATCH', 'PUT'] as const) {
+    const stolen = await app.inject({ method, url: '/account/profile', headers: victim.auth, payload: { email: attacker } })
+    t.equal(stolen.statusCode, 400, `${method} without currentPassword`)
+    t.same(json(stolen), { success: false, error: 'The current password is required to change the email address', code: 'CURRENT_PASSWORD_REQUIRED' })
+  }
+  const taken = await patchProfile(victim, { email: bob.email })
+  t.same(json(taken).code, 'CURRENT_PASSWORD_REQUIRED', 'nor does a token alone learn which addresses are taken')
+  const wrong = await patchProfile(victim, { email: attacker, currentPassword: 'a guess' })
+  t.equal(wrong.statusCode, 400)
+  t.same(json(wrong), { success: false, error: 'Invalid current password', code: 'INVALID_CURRENT_PASSWORD' })
+  t.same(await userRow(app.db, victim.id), before, 'the address, and everything else, unchanged')
+  t.equal(await outboxOf(), queued, 'no mail queued to either address')
+  t.equal((await app.inject({ method: 'POST', url: '/auth/password/forgot', payload: { email: attacker } })).statusCode, 202)
+  t.equal(await outboxOf(), queued, 'a reset asked for the attacker\'s address reaches no one of this account')
+
+  const moved = await patchProfile(victim, { email: attacker, currentPassword: 'the victim knows this' })
+  t.equal(moved.statusCode, 200, 'the owner, with the password, changes it')
+  t.equal(json(moved).data.email, attacker)
+  t.notOk(json(moved).token, 'no password change, no new token')
 })
 
 t.test('PATCH /account/profile: a wrong current password is 400 and changes nothing', async (t) => {

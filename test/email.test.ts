@@ -113,7 +113,7 @@ t.test('changing the email: unverified again, a link to the new address, a notic
   const pendingReset = (await forgot(user.email)).token!
 
   const newEmail = uniqueEmail('moved')
-  const changed = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: newEmail } })
+  const changed = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: newEmail, currentPassword: user.password } })
   t.equal(changed.statusCode, 200)
   t.equal(json(changed).data.email, newEmail)
   t.equal(json(changed).data.emailVerified, null, 'a new address is not verified')
@@ -132,7 +132,7 @@ t.test('changing the email: unverified again, a link to the new address, a notic
   t.match(json(verified).data, { email: newEmail, emailVerified: ISO })
 
   // Back to the first address: its old verification link was for that address, but used already.
-  const back = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: user.email } })
+  const back = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: user.email, currentPassword: user.password } })
   t.equal(json(back).data.emailVerified, null)
   t.same(json(await post('/auth/email/verify', { token: verification.token! })), VERIFY_INVALID, 'a link for an address the user no longer has is invalid')
 })

@@ -141,3 +141,16 @@ t.test('"forgot password" requests for an email never hold back its owner\'s sig
   const signIn = await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: home, payload: { email: owner.email, password: 'the owner knows this' } })
   t.equal(signIn.statusCode, 200, 'and signs in: the forgot requests did not count as failed sign-ins')
 })
+
+t.test('guessing the current password to change the email is limited like sign-in', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '3' })
+  const registered = await app.inject({ method: 'POST', url: '/auth/register', remoteAddress: ip(), payload: { email: uniqueEmail('victim'), password: 'the victim knows this' } })
+  const victim = { auth: { authorization: `Bearer ${json(registered).token}` } }
+  const thief = ip()
+  const statuses = []
+  for (let i = 0; i < 4; i++) {
+    const res = await app.inject({ method: 'PATCH', url: '/account/profile', headers: victim.auth, remoteAddress: thief, payload: { email: uniqueEmail('attacker'), currentPassword: `guess ${i}` } })
+    statuses.push(res.statusCode)
+  }
+  t.same(statuses, [400, 400, 400, 429], 'past the limit, the next guess is refused unchecked')
+})

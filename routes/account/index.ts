@@ -7,7 +7,7 @@ import { queueEmailChanged, queuePasswordChanged, queueVerification } from '../.
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../errors.js'
+import { CurrentPasswordRequiredError, EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../errors.js'
 import { assertPasswordFits, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -26,7 +26,8 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     tags: ['account'],
     summary: 'Change name, image, email or password',
     description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. ' +
-      'It is limited like sign-in (429); of two concurrent changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. ' +
+      'A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. ' +
+      'Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. ' +
       'A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. ' +
       'PUT is the same partial update as PATCH (the origin web client edits the name with PUT).',
     body: ref(ProfileUpdateBody),
@@ -34,13 +35,19 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
   }
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
     const { body, user } = request
-    let passwordHash: string | undefined
-    if ((body.newPassword === undefined) !== (body.currentPassword === undefined)) {
-      const missing = body.newPassword === undefined ? 'newPassword' : 'currentPassword'
-      throw new ValidationError([`Both currentPassword and newPassword are required to change the password - ${missing}`])
+    const email = body.email === undefined ? undefined : normalizeEmail(body.email)
+    const emailChanges = email !== undefined && email !== user.email
+    if (body.newPassword !== undefined && body.currentPassword === undefined) {
+      throw new ValidationError(['Both currentPassword and newPassword are required to change the password - currentPassword'])
     }
-    if (body.newPassword !== undefined && body.currentPassword !== undefined) {
-      assertPasswordFits(body.newPassword, 'newPassword')
+    if (body.currentPassword !== undefined && body.newPassword === undefined && body.email === undefined) {
+      throw new ValidationError(['Both currentPassword and newPassword are required to change the password - newPassword'])
+    }
+    // Before anything else, also before a taken address is a 409: a stolen token alone learns nothing.
+    if (emailChanges && body.currentPassword === undefined) throw new CurrentPasswordRequiredError()
+    let passwordHash: string | undefined
+    if (body.currentPassword !== undefined) {
+      if (body.newPassword !== undefined) assertPasswordFits(body.newPassword, 'newPassword')
       // Guessing the current password with a stolen token costs what guessing at sign-in does.
       await signInLimits.admit(request, user.email)
       passwords.admit()
@@ -48,10 +55,8 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
         await signInLimits.failed(request, user.email)
         throw new InvalidCurrentPasswordError()
       }
-      passwordHash = await passwords.hash(body.newPassword)
+      if (body.newPassword !== undefined) passwordHash = await passwords.hash(body.newPassword)
     }
-    const email = body.email === undefined ? undefined : normalizeEmail(body.email)
-    const emailChanges = email !== undefined && email !== user.email
     let updated
     try {
       // The emails are queued in the transaction of the change, so they exist exactly when it does.
