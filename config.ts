@@ -68,6 +68,9 @@ export const ConfigSchema = Type.Object({
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' })),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' }),
   AUTH_RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' }),
+  // Reset and verification links one address receives an hour (plugins/app/sign-in-limits.ts):
+  // enough for a person who lost a mail or two, too few to flood an inbox from many clients.
+  EMAIL_LINK_MAX_PER_HOUR: Type.Integer({ minimum: 0, maximum: 1000, default: 5, errorMessage: 'must be an integer from 0 to 1000 (0 disables)' }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1000, default: 60_000, errorMessage: 'must be at least 1000' }),
   // bcrypt's cost: 2^rounds iterations. The spec's 12 is the floor in production; tests use 4
   // (a hash in ~1 ms instead of ~300 ms) and opt back in where the cost is the point.

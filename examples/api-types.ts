@@ -94,7 +94,7 @@ export interface paths {
         put?: never;
         /**
          * Email a password reset link
-         * @description Always 202 with the same body, whether or not the address has an account, after the same work. For an account, queues an email with the link `APP_URL/reset-password?token=…` (valid 1 hour, single use). Limited per client address and per email like sign-in.
+         * @description Always 202 with the same body, whether or not the address has an account, after the same work. For an account, queues an email with the link `APP_URL/reset-password?token=…` (valid 1 hour, single use). Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).
          */
         post: operations["forgotPassword"];
         delete?: never;
@@ -154,7 +154,7 @@ export interface paths {
         put?: never;
         /**
          * Email a fresh verification link
-         * @description Queues a verification email to the caller's address; 409 `EMAIL_ALREADY_VERIFIED` when it is verified already. Limited per client address and per email like sign-in.
+         * @description Queues a verification email to the caller's address; 409 `EMAIL_ALREADY_VERIFIED` when it is verified already. Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).
          */
         post: operations["sendVerificationEmail"];
         delete?: never;
@@ -194,7 +194,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in
-         * @description Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie. AUTH_RATE_LIMIT_MAX attempts per window per client address; an email with that many failures is refused (429) to addresses that failed recently, while an address with no recent failure still gets its attempt.
+         * @description Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie and a `sign_in_device` cookie that marks this device as one that signed in to the account. AUTH_RATE_LIMIT_MAX attempts per window per client address (an IPv6 /64); an account with that many failed sign-ins from all clients together is locked (429) for the rest of the window, except on the devices that signed in to it before.
          */
         post: operations["login"];
         delete?: never;

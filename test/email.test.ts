@@ -209,7 +209,7 @@ t.test('the reset password follows the registration rules', async (t) => {
 })
 
 t.test('the recovery routes are rate-limited like sign-in', async (t) => {
-  const limited = await build(t, { SMTP_URL: sink.url, AUTH_RATE_LIMIT_MAX: '2' })
+  const limited = await build(t, { SMTP_URL: sink.url, AUTH_RATE_LIMIT_MAX: '2', EMAIL_LINK_MAX_PER_HOUR: '3' })
   const remoteAddress = '10.1.2.3'
   const statuses = []
   for (let i = 0; i < 3; i++) {
@@ -228,7 +228,7 @@ t.test('the recovery routes are rate-limited like sign-in', async (t) => {
   }
   t.same(fromMany, [202, 202, 202, 202], 'each new address gets its one request')
   const repeat = await limited.inject({ method: 'POST', url: '/auth/password/forgot', remoteAddress: '10.9.9.1', payload: { email: target } })
-  t.equal(repeat.statusCode, 429, 'per email: an address that asked already waits once the email is past the limit')
+  t.equal(repeat.statusCode, 202, 'past the inbox\'s links for the hour, the same answer (test/rate-limits.test.ts counts what is sent)')
 })
 
 t.test('the SMTP server down, then back: the email is retried and delivered once', async (t) => {

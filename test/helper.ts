@@ -77,10 +77,12 @@ export async function testConfig (t: Teardown, env: Record<string, string> = {},
     NODE_ENV: 'test',
     LOG_LEVEL: 'silent',
     AUTH_JWT_SECRET: TEST_SECRET,
-    // Most files register many users from one address, and a busy CI machine must not shed
-    // their requests; test/rate-limits.test.ts and test/shedding.test.ts turn the limits and load shedding on.
+    // Most files register many users from one address (and ask for many links to one inbox),
+    // and a busy CI machine must not shed their requests; test/rate-limits.test.ts and
+    // test/shedding.test.ts turn the limits and load shedding on.
     RATE_LIMIT_MAX: '0',
     AUTH_RATE_LIMIT_MAX: '0',
+    EMAIL_LINK_MAX_PER_HOUR: '0',
     MAX_EVENT_LOOP_DELAY_MS: '0',
     // A 4-round hash takes ~1 ms; files that test the cost itself set 12 again.
     BCRYPT_ROUNDS: '4',

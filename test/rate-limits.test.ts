@@ -3,7 +3,7 @@
 // (Shared through Redis by several instances: test/integration/scale-out.test.ts.)
 import { randomInt } from 'node:crypto'
 import t from 'tap'
-import { failedLogin as login, json, randomAddress as ip, registerUser, sharedApp, uniqueEmail } from './helper.js'
+import { failedLogin as login, json, randomAddress as ip, registerUser, sharedApp, uniqueEmail, until } from './helper.js'
 
 t.test('sign-in is limited per client address: 429 envelope with Retry-After', async (t) => {
   const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '3' })
@@ -17,25 +17,48 @@ t.test('sign-in is limited per client address: 429 envelope with Retry-After', a
   t.equal((await login(app, uniqueEmail(), ip())).statusCode, 401, 'another address is not affected')
 })
 
-t.test('failures per email: guessers are slowed, the owner is not locked out', async (t) => {
+/** The device cookie a successful sign-in set, as a Cookie header. */
+const deviceCookie = (res: { cookies: Array<{ name: string, value: string }> }) => {
+  const device = res.cookies.find((cookie) => cookie.name === 'sign_in_device')
+  if (device === undefined) throw new Error('no sign_in_device cookie was set')
+  return { cookie: `sign_in_device=${device.value}` }
+}
+
+t.test('failed sign-ins count per account from every client; the owner\'s devices keep access', async (t) => {
   const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '3' })
-  const owner = await registerUser(app, { email: uniqueEmail('owner'), password: 'the owner knows this' })
-  const attackers = Array.from({ length: 5 }, ip)
+  const password = 'the owner knows this'
+  const registered = await app.inject({ method: 'POST', url: '/auth/register', remoteAddress: ip(), payload: { email: uniqueEmail('owner'), password } })
+  const email = json(registered).user.email as string
+  const laptop = deviceCookie(registered)
+  const signIn = (address: string, headers: Record<string, string> = {}, secret = password) =>
+    app.inject({ method: 'POST', url: '/auth/login', remoteAddress: address, headers, payload: { email, password: secret } })
+
   const guesses = []
-  // Whatever the case of the email: it is one account.
-  for (const address of attackers) guesses.push((await login(app, owner.email.toUpperCase(), address)).statusCode)
-  t.same(guesses, [401, 401, 401, 401, 401], 'each address with no failure yet gets its one attempt')
-  const again = await login(app, owner.email, attackers[0]!)
-  t.equal(again.statusCode, 429, 'an address that failed waits once the email is past its failures')
-  t.same(json(again), { success: false, error: 'Too many requests', code: 'RATE_LIMITED' })
-  t.match(again.headers['retry-after'], /^\d+$/)
+  // Whatever the case of the email: it is one account. Every guess from a fresh address.
+  for (let i = 0; i < 6; i++) guesses.push((await login(app, i % 2 === 0 ? email.toUpperCase() : email, ip())).statusCode)
+  t.same(guesses, [401, 401, 401, 429, 429, 429], 'many clients together get the guesses of one')
+  const locked = await signIn(ip())
+  t.equal(locked.statusCode, 429, 'the right password from a device that never signed in waits too')
+  t.same(json(locked), { success: false, error: 'Too many requests', code: 'RATE_LIMITED' })
+  t.match(locked.headers['retry-after'], /^\d+$/)
 
-  const signIn = await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: ip(), payload: { email: owner.email, password: 'the owner knows this' } })
-  t.equal(signIn.statusCode, 200, 'the owner signs in from an address that has not failed')
-  t.equal((await login(app, owner.email, attackers[1]!)).statusCode, 401, 'a success forgets the email\'s failures')
+  const owner = await signIn(ip(), laptop)
+  t.equal(owner.statusCode, 200, 'the owner signs in from a device that signed in before')
+  t.equal((await signIn(ip(), laptop, 'a typo')).statusCode, 401, 'and may mistype there')
+  t.equal((await signIn(ip(), deviceCookie(owner))).statusCode, 200, 'the renewed cookie works as well')
 
-  const other = await registerUser(app, { email: uniqueEmail('bystander') })
-  t.equal((await login(app, other.email, attackers[2]!)).statusCode, 401, 'failures on one email do not hold an address back on another')
+  const forged = await signIn(ip(), { cookie: `sign_in_device=${laptop.cookie.split('=')[1]!.replace(/^./, (c) => c === 'A' ? 'B' : 'A')}` })
+  t.equal(forged.statusCode, 429, 'a tampered device cookie is no device of the owner')
+  const otherAccount = await registerUser(app, { email: uniqueEmail('bystander') })
+  t.equal((await login(app, otherAccount.email, ip(), laptop)).statusCode, 401, 'another account is not locked')
+  const otherDevice = await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: ip(), headers: laptop, payload: { email: otherAccount.email, password: otherAccount.password } })
+  t.equal(otherDevice.statusCode, 200)
+
+  // A device cookie is not a key: past its own failures it is treated as any other client.
+  const thief = deviceCookie(await signIn(ip(), laptop))
+  const stolen = []
+  for (let i = 0; i < 4; i++) stolen.push((await signIn(ip(), thief, `guess ${i}`)).statusCode)
+  t.same(stolen, [401, 401, 429, 429], 'a device that fails as often as the account may (the typo above was its first) is locked out with it')
 })
 
 t.test('the global limit counts requests before authentication: a 429 costs no token query', async (t) => {
@@ -127,6 +150,44 @@ t.test('an IPv6 client is counted by its /64', async (t) => {
   for (const host of ['::1', ':abcd:1:2:3', ':ffff:ffff:ffff:ffff']) statuses.push((await login(app, uniqueEmail(), `2001:db8:${a}:${b}${host}`)).statusCode)
   t.same(statuses, [401, 401, 429], 'three addresses of one /64 are one client')
   t.equal((await login(app, uniqueEmail(), `2001:db8:${a}:${b}1::1`)).statusCode, 401, 'another /64 is another client')
+})
+
+t.test('during an attack on an account, the owner\'s own "forgot" and a typo do not lock them out', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '3' })
+  const password = 'the owner knows this'
+  const home = ip()
+  const registered = await app.inject({ method: 'POST', url: '/auth/register', remoteAddress: home, payload: { email: uniqueEmail('targeted'), password } })
+  const email = json(registered).user.email as string
+  const device = deviceCookie(registered)
+  for (let i = 0; i < 4; i++) await login(app, email, ip())
+  t.equal((await login(app, email, ip())).statusCode, 429, 'the account is locked by the attack')
+
+  const forgot = await app.inject({ method: 'POST', url: '/auth/password/forgot', remoteAddress: home, headers: device, payload: { email } })
+  t.equal(forgot.statusCode, 202, 'the owner asks for a reset link')
+  t.equal((await login(app, email, home, device)).statusCode, 401, 'then mistypes once')
+  const signIn = await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: home, headers: device, payload: { email, password } })
+  t.equal(signIn.statusCode, 200, 'and signs in with the right password')
+})
+
+t.test('an inbox receives at most EMAIL_LINK_MAX_PER_HOUR links, however many clients ask; every answer is the same', async (t) => {
+  const app = await sharedApp({ AUTH_RATE_LIMIT_MAX: '3', EMAIL_LINK_MAX_PER_HOUR: '5' })
+  const user = await registerUser(app)
+  const answers = new Set<string>()
+  for (let i = 0; i < 40; i++) {
+    const res = await app.inject({ method: 'POST', url: '/auth/password/forgot', remoteAddress: ip(), payload: { email: user.email } })
+    answers.add(`${res.statusCode} ${res.body}`)
+  }
+  t.same([...answers], ['202 {"success":true,"data":null}'], '40 requests from 40 addresses, one answer')
+  const resets = () => app.db.selectFrom('email_outbox').select('id').where('user_id', '=', user.id).where('kind', '=', 'password_reset').execute()
+  await until(async () => (await resets()).length >= 5, 'the reset mails to be queued')
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  t.equal((await resets()).length, 5, 'five reset links reached the inbox')
+
+  const verification = []
+  for (let i = 0; i < 2; i++) verification.push((await app.inject({ method: 'POST', url: '/auth/email/verification', headers: user.auth, remoteAddress: ip() })).statusCode)
+  t.same(verification, [202, 202], 'a fresh verification link past the cap: the same 202')
+  const links = await app.db.selectFrom('email_outbox').select('id').where('user_id', '=', user.id).where('kind', '=', 'email_verification').execute()
+  t.equal(links.length, 0, 'and nothing sent: the address had its five links this hour')
 })
 
 t.test('"forgot password" requests for an email never hold back its owner\'s sign-in', async (t) => {

@@ -86,6 +86,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     }
     if (updated !== undefined && (emailChanges || passwordHash !== undefined)) mail.wake()
     if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
+    if (body.currentPassword !== undefined) await signInLimits.succeeded(request, reply, updated.email)
     if (passwordHash === undefined) return { success: true as const, data: toUser(updated) }
     const token = fastify.signIn(reply, updated)
     return { success: true as const, data: toUser(updated), token }

@@ -29,10 +29,11 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     const { password } = request.body
     assertPasswordFits(password, 'password')
     const email = normalizeEmail(request.body.email)
-    await signInLimits.admit(request, email)
+    await signInLimits.admit(request)
     passwords.admit()
+    // An address that is taken is no guess at its account's password: counted per client only.
     const taken = async () => {
-      await signInLimits.failed(request, email)
+      await signInLimits.failed(request)
       return new EmailTakenError()
     }
     // Cheap early answer; the unique key below is what settles a race.
@@ -51,6 +52,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       throw err
     }
     mail.wake()
+    await signInLimits.succeeded(request, reply, user.email)
     const token = fastify.signIn(reply, user)
     return reply.code(201).send({ success: true, token, user: toUser(user) })
   })
@@ -61,9 +63,10 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['auth'],
       operationId: 'login',
       summary: 'Sign in',
-      description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie. ' +
-        'AUTH_RATE_LIMIT_MAX attempts per window per client address; an email with that many failures is refused (429) to ' +
-        'addresses that failed recently, while an address with no recent failure still gets its attempt.',
+      description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie and a ' +
+        '`sign_in_device` cookie that marks this device as one that signed in to the account. ' +
+        'AUTH_RATE_LIMIT_MAX attempts per window per client address (an IPv6 /64); an account with that many failed sign-ins ' +
+        'from all clients together is locked (429) for the rest of the window, except on the devices that signed in to it before.',
       body: ref(LoginBody),
       response: { 200: ref(AuthResponse), ...errorResponses(401) }
     }
@@ -79,7 +82,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       await signInLimits.failed(request, email)
       throw new InvalidCredentialsError()
     }
-    await signInLimits.succeeded(email)
+    await signInLimits.succeeded(request, reply, email)
     const token = fastify.signIn(reply, user)
     return { success: true as const, token, user: toUser(user) }
   })

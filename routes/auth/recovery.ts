@@ -22,18 +22,17 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Email a password reset link',
       description: 'Always 202 with the same body, whether or not the address has an account, after the same work. ' +
         'For an account, queues an email with the link `APP_URL/reset-password?token=…` (valid 1 hour, single use). ' +
-        'Limited per client address and per email like sign-in.',
+        'Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).',
       body: ref(ForgotPasswordBody),
       response: { 202: Accepted }
     }
   }, async (request, reply) => {
     const email = normalizeEmail(request.body.email)
-    await signInLimits.admit(request, email, 'mail')
+    // Past the address's links for the hour: answered the same, and nothing is sent.
+    if (!await signInLimits.admitMail(request, email)) return reply.code(202).send({ success: true as const, data: null })
     const user = await findUserByEmail(db, email)
     // Not awaited: the answer must not take longer when there is something to queue.
     if (user !== undefined) mail.inBackground('password reset', () => db.transaction().execute((tx) => queuePasswordReset(tx, mail.context, user)))
-    // Counted against the email either way, so one inbox cannot be flooded from many addresses.
-    await signInLimits.failed(request, email, 'mail')
     return reply.code(202).send({ success: true as const, data: null })
   })
 
@@ -72,7 +71,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     })
     if (user === undefined) throw await invalid()
     mail.wake()
-    await signInLimits.succeeded(user.email)
+    await signInLimits.succeeded(request, reply, user.email)
     const jwt = fastify.signIn(reply, user)
     return { success: true as const, token: jwt, user: toUser(user) }
   })
@@ -108,16 +107,16 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'sendVerificationEmail',
       summary: 'Email a fresh verification link',
       description: 'Queues a verification email to the caller\'s address; 409 `EMAIL_ALREADY_VERIFIED` when it is verified already. ' +
-        'Limited per client address and per email like sign-in.',
+        'Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).',
       response: { 202: Accepted, ...errorResponses(409) }
     }
   }, async (request, reply) => {
     const { user } = request
     if (user.email_verified !== null) throw new EmailAlreadyVerifiedError()
-    await signInLimits.admit(request, user.email, 'mail')
-    await db.transaction().execute((tx) => queueVerification(tx, mail.context, user))
-    mail.wake()
-    await signInLimits.failed(request, user.email, 'mail')
+    if (await signInLimits.admitMail(request, user.email)) {
+      await db.transaction().execute((tx) => queueVerification(tx, mail.context, user))
+      mail.wake()
+    }
     return reply.code(202).send({ success: true as const, data: null })
   })
 }
