@@ -66,6 +66,9 @@ export const ConfigSchema = Type.Object({
   // every entry, the client's own included, and is refused in production.
   TRUST_PROXY: Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-zA-Z.:/, ]+)$', errorMessage: TRUST_PROXY_FORMS }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' })),
+  // A Redis command unanswered this long fails, and the limits let the request through
+  // (plugins/external/redis.ts): an answer takes well under a millisecond on a healthy network.
+  REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ minimum: 10, maximum: 10_000, default: 200, errorMessage: 'must be milliseconds from 10 to 10000' }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' }),
   AUTH_RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' }),
   // Reset and verification links one address receives an hour (plugins/app/sign-in-limits.ts):

@@ -55,7 +55,7 @@ t.test('the sign-in rate limit is shared through Redis', async (t) => {
   t.same(statuses, [401, 401, 401, 401, 429])
 })
 
-t.test('failures per email are shared too: an address that failed on one instance waits on the other', async (t) => {
+t.test('failures per account are shared too: an account that failed on one instance is locked on the other', async (t) => {
   const target = uniqueEmail('shared-target')
   const guessers = [randomAddress(), randomAddress(), randomAddress(), randomAddress()]
   for (const guesser of guessers) t.equal((await failedLogin(a, target, guesser)).statusCode, 401)
