@@ -93,6 +93,9 @@ export const ConfigSchema = Type.Object({
   // GET /metrics (Prometheus text, docs/operations.md): on a port of its own, and/or on the main
   // port for a bearer METRICS_TOKEN. Neither set: no /metrics at all.
   METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, errorMessage: 'must be a port number (0-65535)' })),
+  // The METRICS_PORT server answers without a token, so it listens on loopback unless told
+  // otherwise (HOST is 0.0.0.0 in containers, where a scraper in another one needs 0.0.0.0 here too).
+  METRICS_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, errorMessage: 'must be at least 16 characters' })),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
   LOG_TOKEN: Type.Optional(Type.String()),

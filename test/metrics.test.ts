@@ -127,9 +127,10 @@ t.test('a full hashing queue is counted as sheds', async (t) => {
 })
 
 t.test('on METRICS_PORT: a server of its own, without the token, closed with the app', async (t) => {
-  const app = await build(t, { METRICS_PORT: '0' })
+  const app = await build(t, { METRICS_PORT: '0', HOST: '0.0.0.0' })
   const server = app.metrics.server
   t.ok(server?.listening, 'listening once the app is ready')
+  t.equal((server!.address() as AddressInfo).address, '127.0.0.1', 'on loopback, whatever HOST the service listens on: it has no token')
   const base = `http://127.0.0.1:${(server!.address() as AddressInfo).port}`
   const res = await fetch(`${base}/metrics`)
   t.equal(res.status, 200)
@@ -140,4 +141,9 @@ t.test('on METRICS_PORT: a server of its own, without the token, closed with the
   t.equal((await app.inject({ method: 'GET', url: '/metrics' })).statusCode, 404, 'nothing on the main port without METRICS_TOKEN')
   await app.close()
   t.notOk(server!.listening, 'closed with the app')
+})
+
+t.test('METRICS_HOST opens the METRICS_PORT server to other hosts, on purpose', async (t) => {
+  const app = await build(t, { METRICS_PORT: '0', METRICS_HOST: '0.0.0.0' })
+  t.equal((app.metrics.server!.address() as AddressInfo).address, '0.0.0.0')
 })

@@ -106,7 +106,7 @@ export default fp(async function metrics (fastify) {
     fastify.metrics.server = server
     fastify.addHook('onReady', () => new Promise<void>((resolve, reject) => {
       server.once('error', reject)
-      server.listen(config.METRICS_PORT, config.HOST, () => {
+      server.listen(config.METRICS_PORT, config.METRICS_HOST, () => {
         server.off('error', reject)
         resolve()
       })
