@@ -51,6 +51,9 @@ export const ConfigSchema = Type.Object({
   PAYMENT_API_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })),
   PAYMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000, errorMessage: 'must be milliseconds from 100 to 120000' }),
   PAYMENT_MAX_RETRIES: Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' }),
+  // A provider call a webhook decided on (billing/provider-actions.ts) that failed is tried
+  // again after PAYMENT_ACTION_RETRY_BASE_MS, doubling up to an hour, for up to 7 days.
+  PAYMENT_ACTION_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 10_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
   CORS_ORIGINS: Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' }),
   TRUST_PROXY: Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-fA-F.:/, ]+)$', errorMessage: 'must be true, false, a hop count, or a comma-separated list of proxy addresses' }),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' })),
