@@ -8,7 +8,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { Kysely } from 'kysely'
 import type Stripe from 'stripe'
 import {
-  applyBillingEvent, forgetCheckoutSession, isPaymentEventRecorded, linkCustomer, queueProviderAction,
+  applyBillingEvent, forgetCheckoutSession, hasBillingRecord, isPaymentEventRecorded, linkCustomer, queueProviderAction,
   recordPaymentEvent, replaceOpenCheckoutSession, storeCancelAtPeriodEnd, toStoredSubscription
 } from '../db/billing.js'
 import { getOrCreatePreferences } from '../db/preferences.js'
@@ -16,9 +16,9 @@ import type { Database } from '../db/types.js'
 import { recordUsageEvent } from '../db/usage-events.js'
 import type { Payments } from '../plugins/app/payments.js'
 import type { Subscription } from '../schemas/billing.js'
-import { NoActiveSubscriptionError, NoBillingAccountError, SubscriptionAlreadyActiveError } from '../errors.js'
+import { NoActiveSubscriptionError, NoBillingAccountError, PaymentProviderError, SubscriptionAlreadyActiveError } from '../errors.js'
 import { isHandled, meaningOf, type SubscriptionTarget } from './events.js'
-import { isLive, type BillingEvent } from './rules.js'
+import { isEnded, isLive, type BillingEvent } from './rules.js'
 
 export interface BillingContext {
   db: Kysely<Database>
@@ -64,10 +64,21 @@ export async function applyProviderEvent ({ db, payments, log, providerActions }
     planned = { target: meaning.target, event: meaning.event, checkoutSessionId: null }
   } else if (meaning.kind === 'checkout') {
     const subscription = await payments.retrieveSubscription(meaning.subscriptionId)
-    planned = {
-      target: { userId: meaning.userId },
-      event: { kind: 'checkout-completed', at: meaning.at, subscription: { ...subscription, customerId: meaning.customerId ?? subscription.customerId } },
-      checkoutSessionId: meaning.checkoutSessionId
+    if (subscription === null) {
+      // A subscription the provider does not have: for a live account, a wrong key or mode is
+      // likelier than a loss, so the event is left for the provider's retry; for an account
+      // that is gone there is nothing to link and nothing to cancel.
+      if (await hasBillingRecord(db, meaning.userId)) {
+        log.error({ userId: meaning.userId, subscriptionId: meaning.subscriptionId }, 'checkout completed for a subscription the provider does not have: not applied')
+        throw new PaymentProviderError()
+      }
+      log.warn({ subscriptionId: meaning.subscriptionId }, 'checkout completed for an account that no longer exists, and the provider no longer has its subscription: recorded, nothing to do')
+    } else {
+      planned = {
+        target: { userId: meaning.userId },
+        event: { kind: 'checkout-completed', at: meaning.at, subscription: { ...subscription, customerId: meaning.customerId ?? subscription.customerId } },
+        checkoutSessionId: meaning.checkoutSessionId
+      }
     }
   } else {
     log.warn({ why: meaning.why }, 'webhook event with nothing to apply: recorded')
@@ -93,6 +104,11 @@ async function applyPlanned (db: Kysely<Database>, log: FastifyBaseLogger, { tar
   switch (result.outcome) {
     case 'unknown':
       if (event.kind === 'checkout-completed') {
+        // Deleting the account deleted the provider customer, which ended its subscriptions.
+        if (isEnded(event.subscription.status)) {
+          log.info({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists; its subscription has ended: nothing to cancel')
+          return { outcome: 'ignored', queued: false }
+        }
         log.warn({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists: cancelling its subscription')
         const queued = await queueProviderAction(db, {
           kind: 'cancel-subscription',

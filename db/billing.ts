@@ -164,6 +164,11 @@ export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: stri
     .executeTakeFirstOrThrow()
 }
 
+/** Whether the user has a billing record (every account has one): false once the account is deleted. */
+export async function hasBillingRecord (db: Kysely<Database>, userId: string): Promise<boolean> {
+  return (await db.selectFrom('user_preferences').select('id').where('user_id', '=', userId).executeTakeFirst()) !== undefined
+}
+
 export interface ProviderAction {
   kind: ProviderActionKind
   subscriptionId: string

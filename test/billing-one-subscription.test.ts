@@ -1,7 +1,8 @@
 // One live subscription per user: a new checkout expires the user's open one (also when
 // requests race), a second completed checkout is cancelled at the provider, a checkout
-// completed after the account is gone is cancelled too, and deleting an account deletes the
-// provider customer (which cancels its subscriptions) and expires its open checkout.
+// completed after the account is gone is cancelled too unless it ended with the account, and
+// deleting an account deletes the provider customer (which cancels its subscriptions) and
+// expires its open checkout.
 import { randomUUID } from 'node:crypto'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
@@ -175,7 +176,7 @@ t.test('account deletion: a provider failure is a 502 and deletes nothing', asyn
   t.equal(stripe.subscriptions.get(subscription.id).status, 'canceled', 'deleting the customer cancelled its subscription')
 })
 
-t.test('a checkout completed after the account is gone is cancelled at the provider', async (t) => {
+t.test('a checkout completed after the account is gone: nothing to do once it ended, cancelled at the provider if not', async (t) => {
   // Paid at the provider, then the account deleted before the webhook arrived.
   const user = await newUser()
   const { session, subscription } = stripe.completeCheckout(await checkout(user))

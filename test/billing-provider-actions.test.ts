@@ -1,7 +1,8 @@
 // Provider calls a webhook decides on run after its transaction commits, never inside it: a
 // slow provider holds up no one and the webhook is answered once its event is recorded; a
 // failing provider is retried until the call is done; a refusal meant for good is given up
-// with an error for the operator, not retried for days.
+// with an error for the operator, not retried for days; and a subscription that has ended
+// (or is gone) at the provider means the cancel is done.
 import { randomUUID } from 'node:crypto'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
@@ -140,6 +141,61 @@ t.test('a failing provider: the webhook answers 200, the cancel is retried until
   t.same(stripe.calls, [], 'a redelivery asks nothing of the provider')
   t.equal((await actionsFor(extra.subscription.id)).length, 1, 'and queues nothing more')
   t.match(await stored(user), { plan: 'pro', payment_subscription_status: 'active', payment_subscription_id: linked.subscription.id })
+})
+
+t.test('a checkout paid before the account was deleted and delivered after it: 200, nothing to cancel, nothing retried', async (t) => {
+  const user = await newUser()
+  const { session, subscription } = stripe.completeCheckout(await checkout(user))
+  t.equal((await app.inject({ method: 'DELETE', url: '/account/delete', headers: user.auth })).statusCode, 200)
+  t.equal(statusAtProvider(subscription.id), 'canceled', 'deleting the customer cancelled its subscription')
+  stripe.reset()
+
+  const event = checkoutSessionCompleted(session)
+  const late = await deliver(event)
+  t.equal(late.statusCode, 200, `the late webhook is acknowledged (${late.body})`)
+  t.same(cancelCalls(subscription.id), [], 'no cancel asked for: the provider said it has ended')
+  t.same(await actionsFor(subscription.id), [], 'nothing queued, to retry or to give up')
+  await app.billingActions.runOnce()
+  t.same(cancelCalls(subscription.id), [], 'nor later')
+  t.ok(await eventRecorded(event.id))
+  t.equal((await deliver(event)).statusCode, 200, 'a redelivery too')
+  t.equal(statusAtProvider(subscription.id), 'canceled')
+  t.equal(await app.db.selectFrom('user_preferences').select('id').where('user_id', '=', user.id).executeTakeFirst(), undefined, 'no billing record comes back')
+})
+
+t.test('a checkout whose subscription the provider no longer has: done for an account that is gone, left for the retry for a live one', async (t) => {
+  const gone = await newUser()
+  const { session, subscription } = stripe.completeCheckout(await checkout(gone))
+  t.equal((await app.inject({ method: 'DELETE', url: '/account/delete', headers: gone.auth })).statusCode, 200)
+  stripe.subscriptions.delete(subscription.id) // e.g. the test clock it ran on was deleted
+  const event = checkoutSessionCompleted(session)
+  const answered = await deliver(event)
+  t.equal(answered.statusCode, 200, `nothing to link, nothing to cancel (${answered.body})`)
+  t.ok(await eventRecorded(event.id))
+  t.same(await actionsFor(subscription.id), [])
+
+  // For a live account, a subscription the provider does not know is likelier a wrong key or
+  // mode than a loss: not recorded, so the provider's retry applies it once that is fixed.
+  const live = await newUser()
+  const paid = stripe.completeCheckout(await checkout(live))
+  stripe.subscriptions.delete(paid.subscription.id)
+  const unknown = checkoutSessionCompleted(paid.session)
+  t.equal((await deliver(unknown)).statusCode, 502)
+  t.notOk(await eventRecorded(unknown.id))
+  t.equal((await stored(live)).plan, 'free')
+})
+
+t.test('a cancel refused for a subscription that has ended counts as done', async (t) => {
+  // Refused otherwise than with "No such subscription" (a cancel racing the customer's
+  // deletion, an answer worded otherwise): checked against the subscription, and done.
+  const deleted = await newUser()
+  const { subscription } = stripe.completeCheckout(await checkout(deleted))
+  t.equal((await app.inject({ method: 'DELETE', url: '/account/delete', headers: deleted.auth })).statusCode, 200)
+  stripe.reset()
+  stripe.failNext(1, 'refusal', { method: 'DELETE', path: `/v1/subscriptions/${subscription.id}` })
+  t.equal(await app.payments.cancelNow(subscription.id), 'already-ended')
+  t.same(stripe.calls.map((c) => `${c.method} ${c.path}`), [`DELETE /v1/subscriptions/${subscription.id}`, `GET /v1/subscriptions/${subscription.id}`],
+    'refused, then looked up')
 })
 
 t.test('a cancel the provider refuses is given up at once, one failing for 7 days too: an error for the operator, not retried', async (t) => {

@@ -9,7 +9,7 @@ import fp from 'fastify-plugin'
 import type { FastifyBaseLogger } from 'fastify'
 import Stripe from 'stripe'
 import { fromStripeSubscription } from '../../billing/events.js'
-import type { ProviderSubscription } from '../../billing/rules.js'
+import { isEnded, type ProviderSubscription } from '../../billing/rules.js'
 import { paymentPriceIds } from '../../config.js'
 import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../../errors.js'
 
@@ -20,9 +20,13 @@ export interface Payments {
   createCustomer: (user: { id: string, email: string }) => Promise<string>
   createCheckoutSession: (args: { customerId: string, priceId: string, userId: string, successUrl: string, cancelUrl: string }) => Promise<{ url: string, sessionId: string }>
   createPortalSession: (customerId: string) => Promise<string>
-  retrieveSubscription: (subscriptionId: string) => Promise<ProviderSubscription>
+  /** The subscription as the provider has it now; null when the provider has no such subscription. */
+  retrieveSubscription: (subscriptionId: string) => Promise<ProviderSubscription | null>
   cancelAtPeriodEnd: (subscriptionId: string) => Promise<ProviderSubscription>
-  /** Ends the subscription now; one that is already gone at the provider counts as done: 'already-ended'. */
+  /**
+   * Ends the subscription now. One that has ended already (cancelled, expired) or that the
+   * provider no longer has counts as done: 'already-ended'.
+   */
   cancelNow: (subscriptionId: string, options?: { idempotencyKey?: string }) => Promise<'cancelled' | 'already-ended'>
   /** Makes a checkout session impossible to pay; one already completed or expired counts as done. */
   expireCheckoutSession: (sessionId: string) => Promise<void>
@@ -145,8 +149,14 @@ export default fp(async function payments (fastify) {
       return session.url
     }),
 
-    retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () =>
-      fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))),
+    retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () => {
+      try {
+        return fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))
+      } catch (err) {
+        if (isMissing(err)) return null
+        throw err
+      }
+    }),
 
     cancelAtPeriodEnd: (subscriptionId) => call(log, 'subscriptions.update', async () =>
       fromStripeSubscription(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
@@ -157,7 +167,17 @@ export default fp(async function payments (fastify) {
         await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: options.idempotencyKey ?? randomUUID() })
         return 'cancelled'
       } catch (err) {
+        // Stripe answers a subscription that has ended "No such subscription" (resource_missing).
         if (isMissing(err)) return 'already-ended'
+        // Any other refusal is checked against the subscription: done if it has ended after all
+        // (a cancel racing the customer's deletion, or an answer worded otherwise).
+        if (err instanceof Stripe.errors.StripeInvalidRequestError) {
+          const subscription = await stripe.subscriptions.retrieve(subscriptionId).catch((retrieveErr: unknown) => {
+            if (isMissing(retrieveErr)) return null
+            throw retrieveErr
+          })
+          if (subscription === null || isEnded(subscription.status)) return 'already-ended'
+        }
         throw err
       }
     }),
