@@ -60,6 +60,9 @@ export const ConfigSchema = Type.Object({
   PAYMENT_API_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })),
   PAYMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000, errorMessage: 'must be milliseconds from 100 to 120000' }),
   PAYMENT_MAX_RETRIES: Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' }),
+  // A provider call a webhook decided on (billing/provider-actions.ts) that failed is tried
+  // again after PAYMENT_ACTION_RETRY_BASE_MS, doubling up to an hour, for up to 7 days.
+  PAYMENT_ACTION_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 10_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
   CORS_ORIGINS: Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' }),
   // Which peers' X-Forwarded-For is believed (trustProxy below): none, the nearest N hops, or
   // peers at these addresses or CIDRs (also loopback, linklocal, uniquelocal). `true` trusts

@@ -1,22 +1,24 @@
 // Billing, as the routes ask for it: provider events applied exactly once, checkout, the
 // portal, cancellation, and closing an account's billing. It joins the provider client
 // (fastify.payments), the rules (billing/rules.ts), the meaning of provider events
-// (billing/events.ts) and the stored state (db/billing.ts); routes stay HTTP only.
+// (billing/events.ts) and the stored state (db/billing.ts); routes stay HTTP only. No
+// provider call runs inside a database transaction: one a webhook decides on is queued in
+// the transaction and carried out after it commits (billing/provider-actions.ts).
 import type { FastifyBaseLogger } from 'fastify'
 import type { Kysely } from 'kysely'
 import type Stripe from 'stripe'
 import {
-  applyBillingEvent, forgetCheckoutSession, isPaymentEventRecorded, linkCustomer, recordPaymentEvent,
-  replaceOpenCheckoutSession, storeCancelAtPeriodEnd, toStoredSubscription
+  applyBillingEvent, forgetCheckoutSession, hasBillingRecord, isPaymentEventRecorded, linkCustomer, queueProviderAction,
+  recordPaymentEvent, replaceOpenCheckoutSession, storeCancelAtPeriodEnd, toStoredSubscription
 } from '../db/billing.js'
 import { getOrCreatePreferences } from '../db/preferences.js'
 import type { Database } from '../db/types.js'
 import { recordUsageEvent } from '../db/usage-events.js'
 import type { Payments } from '../plugins/app/payments.js'
 import type { Subscription } from '../schemas/billing.js'
-import { NoActiveSubscriptionError, NoBillingAccountError, SubscriptionAlreadyActiveError } from '../errors.js'
+import { NoActiveSubscriptionError, NoBillingAccountError, PaymentProviderError, SubscriptionAlreadyActiveError } from '../errors.js'
 import { isHandled, meaningOf, type SubscriptionTarget } from './events.js'
-import { isLive, type BillingEvent } from './rules.js'
+import { isEnded, isLive, type BillingEvent } from './rules.js'
 
 export interface BillingContext {
   db: Kysely<Database>
@@ -24,12 +26,17 @@ export interface BillingContext {
   log: FastifyBaseLogger
 }
 
+export interface WebhookContext extends BillingContext {
+  /** Told after a commit that queued a provider action, so it is carried out at once. */
+  providerActions: { wake: () => void }
+}
+
 interface Planned { target: SubscriptionTarget, event: BillingEvent, checkoutSessionId: string | null }
 
 /**
- * What became of a provider event: it changed our state (or cancelled a subscription nobody
- * may be billed for), it changed nothing (a type we do not handle, an unknown customer, an
- * older state than the stored one), or it had been applied before.
+ * What became of a provider event: it changed our state (or decided to cancel a subscription
+ * nobody may be billed for), it changed nothing (a type we do not handle, an unknown customer,
+ * an older state than the stored one), or it had been applied before.
  */
 export type EventOutcome = 'applied' | 'ignored' | 'duplicate'
 
@@ -37,9 +44,11 @@ export type EventOutcome = 'applied' | 'ignored' | 'duplicate'
  * Applies a provider event whose signature and shape were checked: once (its id is recorded
  * in the transaction of its effect, so a redelivery, or two racing on two instances, changes
  * nothing more), in any order (billing/rules.ts). A failure records nothing, so the
- * provider's retry applies it later.
+ * provider's retry applies it later. A provider call the event needs is queued in that
+ * transaction and made after it commits: the event is done once recorded, whatever the
+ * provider then takes.
  */
-export async function applyProviderEvent ({ db, payments, log }: BillingContext, event: Stripe.Event): Promise<EventOutcome> {
+export async function applyProviderEvent ({ db, payments, log, providerActions }: WebhookContext, event: Stripe.Event): Promise<EventOutcome> {
   if (!isHandled(event)) {
     log.info('webhook event type not handled: ignored')
     return 'ignored'
@@ -55,49 +64,82 @@ export async function applyProviderEvent ({ db, payments, log }: BillingContext,
     planned = { target: meaning.target, event: meaning.event, checkoutSessionId: null }
   } else if (meaning.kind === 'checkout') {
     const subscription = await payments.retrieveSubscription(meaning.subscriptionId)
-    planned = {
-      target: { userId: meaning.userId },
-      event: { kind: 'checkout-completed', at: meaning.at, subscription: { ...subscription, customerId: meaning.customerId ?? subscription.customerId } },
-      checkoutSessionId: meaning.checkoutSessionId
+    if (subscription === null) {
+      // A subscription the provider does not have: for a live account, a wrong key or mode is
+      // likelier than a loss, so the event is left for the provider's retry; for an account
+      // that is gone there is nothing to link and nothing to cancel.
+      if (await hasBillingRecord(db, meaning.userId)) {
+        log.error({ userId: meaning.userId, subscriptionId: meaning.subscriptionId }, 'checkout completed for a subscription the provider does not have: not applied')
+        throw new PaymentProviderError()
+      }
+      log.warn({ subscriptionId: meaning.subscriptionId }, 'checkout completed for an account that no longer exists, and the provider no longer has its subscription: recorded, nothing to do')
+    } else {
+      planned = {
+        target: { userId: meaning.userId },
+        event: { kind: 'checkout-completed', at: meaning.at, subscription: { ...subscription, customerId: meaning.customerId ?? subscription.customerId } },
+        checkoutSessionId: meaning.checkoutSessionId
+      }
     }
   } else {
     log.warn({ why: meaning.why }, 'webhook event with nothing to apply: recorded')
   }
-  return db.transaction().execute(async (tx): Promise<EventOutcome> => {
-    if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return 'duplicate'
-    return planned === null ? 'ignored' : applyPlanned({ db: tx, payments, log }, planned)
+  const { outcome, queued } = await db.transaction().execute(async (tx): Promise<Applied> => {
+    if (!await recordPaymentEvent(tx, { id: event.id, type: event.type, created: new Date(event.created * 1000) })) return { outcome: 'duplicate', queued: false }
+    return planned === null ? { outcome: 'ignored', queued: false } : applyPlanned(tx, log, planned, event.id)
   })
+  if (queued) providerActions.wake()
+  return outcome
 }
 
+interface Applied { outcome: EventOutcome, queued: boolean }
+
 /**
- * Applies a planned event in the transaction that records it. The provider calls it may
- * need (a subscription nobody may be billed for is cancelled) are made here too: should one
- * fail, nothing is recorded and the provider's retry of the event tries again.
+ * Applies a planned event in the transaction that records it. A subscription nobody may be
+ * billed for (a second one, or one whose account is gone) is queued for cancelling, in the
+ * same transaction: decided and recorded together, carried out after the commit.
  */
-async function applyPlanned ({ db, payments, log }: BillingContext, { target, event, checkoutSessionId }: Planned): Promise<EventOutcome> {
+async function applyPlanned (db: Kysely<Database>, log: FastifyBaseLogger, { target, event, checkoutSessionId }: Planned, paymentEventId: string): Promise<Applied> {
   const result = await applyBillingEvent(db, target, event)
   if (checkoutSessionId !== null && 'userId' in target) await forgetCheckoutSession(db, target.userId, checkoutSessionId)
   switch (result.outcome) {
     case 'unknown':
       if (event.kind === 'checkout-completed') {
+        // Deleting the account deleted the provider customer, which ended its subscriptions.
+        if (isEnded(event.subscription.status)) {
+          log.info({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists; its subscription has ended: nothing to cancel')
+          return { outcome: 'ignored', queued: false }
+        }
         log.warn({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists: cancelling its subscription')
-        await payments.cancelNow(event.subscription.id)
-        return 'applied'
+        const queued = await queueProviderAction(db, {
+          kind: 'cancel-subscription',
+          subscriptionId: event.subscription.id,
+          reason: 'account-gone',
+          userId: 'userId' in target ? target.userId : null,
+          paymentEventId
+        })
+        return { outcome: 'applied', queued }
       }
       log.warn({ target }, 'webhook event for an unknown customer: recorded, nothing changed')
-      return 'ignored'
-    case 'second-subscription':
+      return { outcome: 'ignored', queued: false }
+    case 'second-subscription': {
       log.warn({ userId: result.userId, subscriptionId: result.subscriptionId }, 'checkout completed a second subscription while one is live: cancelling it')
-      await payments.cancelNow(result.subscriptionId)
-      return 'applied'
+      const queued = await queueProviderAction(db, {
+        kind: 'cancel-subscription',
+        subscriptionId: result.subscriptionId,
+        reason: 'second-subscription',
+        userId: result.userId,
+        paymentEventId
+      })
+      return { outcome: 'applied', queued }
+    }
     case 'ignored':
       log.info({ because: result.because }, 'webhook event changes nothing: recorded')
-      return 'ignored'
+      return { outcome: 'ignored', queued: false }
     case 'applied':
       if (event.kind === 'checkout-completed' && result.plan === 'pro') {
         await recordUsageEvent(db, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
       }
-      return 'applied'
+      return { outcome: 'applied', queued: false }
   }
 }
 

@@ -1,10 +1,11 @@
-// Billing state in user_preferences, and the ledger of applied provider events. What an
-// event does to the state is decided in billing/rules.ts; this file reads and writes it.
+// Billing state in user_preferences, the ledger of applied provider events, and the provider
+// actions they decided on. What an event does to the state is decided in billing/rules.ts;
+// this file reads and writes it.
 import { sql, type Kysely } from 'kysely'
 import type { Subscription } from '../schemas/billing.js'
 import type { SubscriptionTarget } from '../billing/events.js'
 import { decideBillingEvent, planFor, type BillingEvent, type BillingState, type IgnoredBecause, type Version } from '../billing/rules.js'
-import type { Database, PreferencesRow } from './types.js'
+import type { Database, PreferencesRow, ProviderActionKind, ProviderActionReason } from './types.js'
 
 export const toStoredSubscription = (row: PreferencesRow): Subscription => {
   const plan = row.plan as Subscription['plan']
@@ -161,4 +162,128 @@ export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: stri
     .where('user_id', '=', userId)
     .returningAll()
     .executeTakeFirstOrThrow()
+}
+
+/** Whether the user has a billing record (every account has one): false once the account is deleted. */
+export async function hasBillingRecord (db: Kysely<Database>, userId: string): Promise<boolean> {
+  return (await db.selectFrom('user_preferences').select('id').where('user_id', '=', userId).executeTakeFirst()) !== undefined
+}
+
+export interface ProviderAction {
+  kind: ProviderActionKind
+  subscriptionId: string
+  reason: ProviderActionReason
+  userId: string | null
+  paymentEventId: string | null
+}
+
+/** A queued provider action as the worker claims it. */
+export interface ClaimedProviderAction extends ProviderAction {
+  id: string
+  attempts: number
+  createdAt: string
+}
+
+/**
+ * Queues a provider call, in the caller's transaction (with the decision that needs it).
+ * False when the same action for the same subscription is queued already.
+ */
+export async function queueProviderAction (db: Kysely<Database>, action: ProviderAction): Promise<boolean> {
+  const inserted = await db.insertInto('billing_provider_actions')
+    .values({
+      kind: action.kind,
+      subscription_id: action.subscriptionId,
+      reason: action.reason,
+      user_id: action.userId,
+      payment_event_id: action.paymentEventId
+    })
+    .onConflict((oc) => oc.columns(['kind', 'subscription_id']).doNothing())
+    .returning('subscription_id')
+    .executeTakeFirst()
+  return inserted !== undefined
+}
+
+/**
+ * Takes the oldest due action for `leaseMs`, in one statement (no transaction stays open
+ * while the provider is called): until the lease ends no other worker takes it, and one
+ * that dies mid-call leaves it to be taken again once the lease ends.
+ */
+export async function claimDueProviderAction (db: Kysely<Database>, leaseMs: number): Promise<ClaimedProviderAction | undefined> {
+  const row = await db.updateTable('billing_provider_actions')
+    .set({
+      locked_until: sql`now() + ${Math.round(leaseMs)}::int * interval '1 millisecond'`,
+      attempts: sql`attempts + 1`
+    })
+    .where('id', 'in', (eb) => eb.selectFrom('billing_provider_actions').select('id')
+      .where('done_at', 'is', null)
+      .where('failed_at', 'is', null)
+      .where('next_attempt_at', '<=', sql<string>`now()`)
+      .where((w) => w.or([w('locked_until', 'is', null), w('locked_until', '<', sql<string>`now()`)]))
+      .orderBy('next_attempt_at').orderBy('id')
+      .limit(1)
+      .forUpdate()
+      .skipLocked())
+    .returning([sql<string>`id::text`.as('id'), 'kind', 'subscription_id', 'reason', 'user_id', 'payment_event_id', 'attempts', 'created_at'])
+    .executeTakeFirst()
+  if (row === undefined) return undefined
+  return {
+    id: row.id,
+    kind: row.kind,
+    subscriptionId: row.subscription_id,
+    reason: row.reason,
+    userId: row.user_id,
+    paymentEventId: row.payment_event_id,
+    attempts: Number(row.attempts),
+    createdAt: row.created_at
+  }
+}
+
+export async function markProviderActionDone (db: Kysely<Database>, id: string): Promise<void> {
+  await db.updateTable('billing_provider_actions')
+    .set({ done_at: sql`now()`, locked_until: null, last_error: null })
+    .where('id', '=', sql<string>`${id}::bigint`)
+    .execute()
+}
+
+/** Failed for now: tried again after `delayMs`. */
+export async function scheduleProviderActionRetry (db: Kysely<Database>, id: string, delayMs: number, error: string): Promise<void> {
+  await db.updateTable('billing_provider_actions')
+    .set({ next_attempt_at: sql`now() + ${Math.round(delayMs)}::int * interval '1 millisecond'`, locked_until: null, last_error: error })
+    .where('id', '=', sql<string>`${id}::bigint`)
+    .execute()
+}
+
+/** Given up: kept with its error for the operator. */
+export async function markProviderActionFailed (db: Kysely<Database>, id: string, error: string): Promise<void> {
+  await db.updateTable('billing_provider_actions')
+    .set({ failed_at: sql`now()`, locked_until: null, last_error: error })
+    .where('id', '=', sql<string>`${id}::bigint`)
+    .execute()
+}
+
+/** Actions waiting to be carried out (queued or retrying), and those given up (kept 90 days). */
+export async function countProviderActions (db: Kysely<Database>): Promise<{ pending: number, failed: number }> {
+  const row = await db.selectFrom('billing_provider_actions')
+    .select([
+      sql<number>`(count(*) filter (where done_at is null and failed_at is null))::int`.as('pending'),
+      sql<number>`(count(*) filter (where failed_at is not null))::int`.as('failed')
+    ])
+    .executeTakeFirstOrThrow()
+  return { pending: Number(row.pending), failed: Number(row.failed) }
+}
+
+/** Milliseconds until the next waiting action is due (0 when one is due now), or null when none waits. */
+export async function msUntilNextProviderAction (db: Kysely<Database>): Promise<number | null> {
+  const row = await db.selectFrom('billing_provider_actions')
+    .select(sql<number | null>`greatest(0, ceil(extract(epoch from (min(greatest(next_attempt_at, coalesce(locked_until, next_attempt_at))) - now())) * 1000))::int`.as('wait'))
+    .where('done_at', 'is', null)
+    .where('failed_at', 'is', null)
+    .executeTakeFirstOrThrow()
+  return row.wait === null ? null : Number(row.wait)
+}
+
+/** Housekeeping: done actions after 30 days, given-up ones after 90. */
+export async function purgeProviderActions (db: Kysely<Database>): Promise<void> {
+  await db.deleteFrom('billing_provider_actions').where('done_at', '<', sql<string>`now() - interval '30 days'`).execute()
+  await db.deleteFrom('billing_provider_actions').where('failed_at', '<', sql<string>`now() - interval '90 days'`).execute()
 }

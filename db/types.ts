@@ -85,6 +85,27 @@ export interface PaymentEventsTable {
   received_at: Timestamp
 }
 
+/** What a provider action does; billing/provider-actions.ts carries it out. */
+export type ProviderActionKind = 'cancel-subscription'
+/** Why: a second subscription while one is live, or a checkout completed for an account that is gone. */
+export type ProviderActionReason = 'second-subscription' | 'account-gone'
+
+export interface BillingProviderActionsTable {
+  id: ColumnType<string, never, never>
+  kind: ProviderActionKind
+  subscription_id: string
+  reason: ProviderActionReason
+  user_id: string | null
+  payment_event_id: string | null
+  attempts: Generated<number>
+  next_attempt_at: Timestamp
+  locked_until: NullableTimestamp
+  last_error: string | null
+  done_at: NullableTimestamp
+  failed_at: NullableTimestamp
+  created_at: Timestamp
+}
+
 export type EmailTokenPurpose = 'password_reset' | 'email_verification'
 
 export interface EmailOutboxTable {
@@ -124,6 +145,7 @@ export interface Database {
   revoked_tokens: RevokedTokensTable
   usage_events: UsageEventsTable
   payment_events: PaymentEventsTable
+  billing_provider_actions: BillingProviderActionsTable
   email_outbox: EmailOutboxTable
   email_tokens: EmailTokensTable
 }

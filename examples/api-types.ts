@@ -384,7 +384,7 @@ export interface paths {
         put?: never;
         /**
          * Payment provider webhook
-         * @description Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries.
+         * @description Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries; a provider call the event needs (cancelling a second subscription) is queued with the event and made after the answer, retried until done.
          */
         post: operations["receivePaymentWebhook"];
         delete?: never;

@@ -1,9 +1,10 @@
 // A local stand-in for the Stripe API calls the service makes (plugins/app/payments.ts, via
 // PAYMENT_API_URL): their state in memory, Stripe's answers and errors, every request recorded,
-// failures on demand. The routes are here; HTTP, objects, form parsing in test/stripe-stand-in/.
+// failures and slowness on demand. The routes are here; HTTP, objects, form parsing in
+// test/stripe-stand-in/.
 import { ApiError, invalid, missingParam, noSuch } from './stripe-stand-in/errors.js'
 import { optionalString, parseBoolean, readMetadata, rejectUnknown } from './stripe-stand-in/form.js'
-import { serve, type Failure, type Route } from './stripe-stand-in/http.js'
+import { serve, type Failure, type PendingFailure, type PendingHold, type RequestMatch, type Route } from './stripe-stand-in/http.js'
 import { ids, now } from './stripe-stand-in/ids.js'
 import {
   checkoutSessionObject, completedSessionFields, customerObject, portalSessionObject, priceObject, subscriptionObject
@@ -27,15 +28,33 @@ export interface StripeStandIn {
   deletedCustomers: Set<string>
   checkoutSessions: Map<string, any>
   subscriptions: Map<string, any>
-  /** The next `count` requests fail: 'error' answers 500 {error:{type:'api_error'}}, 'timeout' never answers (holds the socket until close()). */
-  failNext (count: number, mode: 'error' | 'timeout'): void
+  /**
+   * The next `count` requests (of those `only` names: a method and an exact path or a
+   * pattern; default any) fail: 'error' answers 500 {error:{type:'api_error'}}, 'timeout'
+   * never answers (holds the socket until close()), 'refusal' answers 400
+   * {error:{type:'invalid_request_error'}} with no code (a request Stripe will not carry out).
+   */
+  failNext (count: number, mode: Failure, only?: RequestMatch): void
+  /**
+   * A slow provider, as slow as the test wants: the next request `only` names is recorded at
+   * once and carried out (and answered) when the test releases it; close() lets it go unanswered.
+   */
+  holdNext (only: RequestMatch): Hold
   /** Simulates the customer paying for an open checkout session (throws for an expired or completed one, or a deleted customer's): creates an active subscription for its customer and price (period now → now+30 days, metadata from subscription_data), marks the session complete with `subscription` set; returns { session, subscription } (snapshots). */
   completeCheckout (sessionId: string): { session: any, subscription: any }
   /** Creates a subscription directly (status default 'active'); returns a snapshot. */
   createSubscription (opts: CreateSubscriptionOptions): any
-  /** Clears calls and pending failures (not state). */
+  /** Clears calls, pending failures and holds not yet taken (not state). */
   reset (): void
   close (): Promise<void>
+}
+
+export interface Hold {
+  /** Resolves when the request has arrived (and is being held). */
+  arrived: Promise<void>
+  /** Arrived, not yet released, and its client still waits for the answer. */
+  readonly pending: boolean
+  release (): void
 }
 
 export interface CreateSubscriptionOptions {
@@ -54,7 +73,8 @@ type Obj = Record<string, any>
 
 export async function startStripeStandIn (): Promise<StripeStandIn> {
   const calls: RecordedCall[] = []
-  const failures: Failure[] = []
+  const failures: PendingFailure[] = []
+  const holds: PendingHold[] = []
   const customers = new Map<string, any>()
   const deletedCustomers = new Set<string>()
   const checkoutSessions = new Map<string, any>()
@@ -185,8 +205,13 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     return subscription
   }
 
+  /**
+   * Stripe answers a cancel of a subscription that has ended with 404 `resource_missing`, "No
+   * such subscription" (an ended subscription is "akin to being deleted": Stripe's answer in
+   * stripe/stripe-go#1887), though it can still be retrieved.
+   */
   function cancelSubscription (subscription: Obj): Obj {
-    if (subscription.status === 'canceled') throw noSuch('subscription', subscription.id)
+    if (['canceled', 'incomplete_expired'].includes(subscription.status)) throw noSuch('subscription', subscription.id)
     const at = now()
     Object.assign(subscription, {
       status: subscription.status === 'incomplete' ? 'incomplete_expired' : 'canceled',
@@ -229,7 +254,7 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
       `Unrecognized request URL (${method}: ${path}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`)
   }
 
-  const server = await serve(route, calls, failures)
+  const server = await serve(route, calls, failures, holds)
   return {
     url: server.url,
     calls,
@@ -237,14 +262,37 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     deletedCustomers,
     checkoutSessions,
     subscriptions,
-    failNext (count: number, mode: Failure) {
-      for (let i = 0; i < count; i++) failures.push(mode)
+    failNext (count: number, mode: Failure, only: RequestMatch = {}) {
+      for (let i = 0; i < count; i++) failures.push({ ...only, mode })
+    },
+    holdNext (only: RequestMatch): Hold {
+      let arrive = () => {}
+      let release = () => {}
+      const arrived = new Promise<void>((resolve) => { arrive = resolve })
+      const released = new Promise<void>((resolve) => { release = resolve })
+      const hold: PendingHold = {
+        ...only,
+        state: 'waiting',
+        arrive,
+        released,
+        release () {
+          hold.state = 'released'
+          release()
+        }
+      }
+      holds.push(hold)
+      return {
+        arrived,
+        get pending () { return hold.state === 'holding' },
+        release: () => hold.release()
+      }
     },
     completeCheckout,
     createSubscription,
     reset () {
       calls.length = 0
       failures.length = 0
+      for (const hold of holds.splice(0)) hold.release()
     },
     close: server.close
   }

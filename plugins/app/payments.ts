@@ -1,14 +1,15 @@
 // The one place that talks to the payment provider (Stripe): one decorator, fastify.payments.
 // Provider failures become 502 `Payment provider error`, logged with the provider's request
-// id, never the key. Without PAYMENT_SECRET_KEY every method refuses with 503 `Billing is
-// not configured` (webhook verification also without PAYMENT_WEBHOOK_SECRET), and the rest
-// of the service runs.
+// id, never the key; the error carries whether the provider refused the request for good
+// (providerFailureOf), for the callers that retry. Without PAYMENT_SECRET_KEY every method
+// refuses with 503 `Billing is not configured` (webhook verification also without
+// PAYMENT_WEBHOOK_SECRET), and the rest of the service runs.
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger } from 'fastify'
 import Stripe from 'stripe'
 import { fromStripeSubscription } from '../../billing/events.js'
-import type { ProviderSubscription } from '../../billing/rules.js'
+import { isEnded, type ProviderSubscription } from '../../billing/rules.js'
 import { paymentPriceIds } from '../../config.js'
 import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../../errors.js'
 
@@ -19,10 +20,14 @@ export interface Payments {
   createCustomer: (user: { id: string, email: string }) => Promise<string>
   createCheckoutSession: (args: { customerId: string, priceId: string, userId: string, successUrl: string, cancelUrl: string }) => Promise<{ url: string, sessionId: string }>
   createPortalSession: (customerId: string) => Promise<string>
-  retrieveSubscription: (subscriptionId: string) => Promise<ProviderSubscription>
+  /** The subscription as the provider has it now; null when the provider has no such subscription. */
+  retrieveSubscription: (subscriptionId: string) => Promise<ProviderSubscription | null>
   cancelAtPeriodEnd: (subscriptionId: string) => Promise<ProviderSubscription>
-  /** Ends the subscription now; one that is already gone at the provider counts as done. */
-  cancelNow: (subscriptionId: string) => Promise<void>
+  /**
+   * Ends the subscription now. One that has ended already (cancelled, expired) or that the
+   * provider no longer has counts as done: 'already-ended'.
+   */
+  cancelNow: (subscriptionId: string, options?: { idempotencyKey?: string }) => Promise<'cancelled' | 'already-ended'>
   /** Makes a checkout session impossible to pay; one already completed or expired counts as done. */
   expireCheckoutSession: (sessionId: string) => Promise<void>
   /** Deletes the customer, which also cancels every subscription of theirs at once; one already gone counts as done. */
@@ -70,13 +75,32 @@ function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNe
 
 const isMissing = (err: unknown): boolean => err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing'
 
+/** What the provider answered to a call that failed, on the PaymentProviderError it threw. */
+export interface ProviderFailure {
+  /**
+   * The provider refused the request itself (Stripe's invalid_request_error, a 400 or 404):
+   * sent again, it gets the same answer. Otherwise (unreachable, timed out, 5xx, rate
+   * limited, a bad key) a later attempt may succeed.
+   */
+  refused: boolean
+  /** The provider's error type, code, status and request id: no message, no key. */
+  detail: string
+}
+
+export const providerFailureOf = (err: unknown): ProviderFailure | undefined =>
+  (err as { providerFailure?: ProviderFailure } | null)?.providerFailure
+
 async function call<T> (log: FastifyBaseLogger, operation: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn()
   } catch (err) {
     if (err instanceof Stripe.errors.StripeError) {
       log.error({ operation, providerRequestId: err.requestId, type: err.type, code: err.code, statusCode: err.statusCode }, 'payment provider error')
-      throw new PaymentProviderError()
+      const providerFailure: ProviderFailure = {
+        refused: err instanceof Stripe.errors.StripeInvalidRequestError,
+        detail: [operation, err.rawType ?? err.type, err.code, err.statusCode, err.requestId].filter((part) => part !== undefined && part !== null).join(' ')
+      }
+      throw Object.assign(new PaymentProviderError(), { providerFailure })
     }
     throw err
   }
@@ -125,17 +149,35 @@ export default fp(async function payments (fastify) {
       return session.url
     }),
 
-    retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () =>
-      fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))),
+    retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () => {
+      try {
+        return fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))
+      } catch (err) {
+        if (isMissing(err)) return null
+        throw err
+      }
+    }),
 
     cancelAtPeriodEnd: (subscriptionId) => call(log, 'subscriptions.update', async () =>
       fromStripeSubscription(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
 
-    cancelNow: (subscriptionId) => call(log, 'subscriptions.cancel', async () => {
+    cancelNow: (subscriptionId, options = {}) => call(log, 'subscriptions.cancel', async () => {
       try {
-        await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: randomUUID() })
+        // Stripe ignores keys on a DELETE; a cancel repeated is answered as below instead.
+        await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: options.idempotencyKey ?? randomUUID() })
+        return 'cancelled'
       } catch (err) {
-        if (isMissing(err)) return
+        // Stripe answers a subscription that has ended "No such subscription" (resource_missing).
+        if (isMissing(err)) return 'already-ended'
+        // Any other refusal is checked against the subscription: done if it has ended after all
+        // (a cancel racing the customer's deletion, or an answer worded otherwise).
+        if (err instanceof Stripe.errors.StripeInvalidRequestError) {
+          const subscription = await stripe.subscriptions.retrieve(subscriptionId).catch((retrieveErr: unknown) => {
+            if (isMissing(retrieveErr)) return null
+            throw retrieveErr
+          })
+          if (subscription === null || isEnded(subscription.status)) return 'already-ended'
+        }
         throw err
       }
     }),

@@ -35,7 +35,8 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). ' +
         'Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, ' +
         'invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. ' +
-        'A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries.',
+        'A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries; ' +
+        'a provider call the event needs (cancelling a second subscription) is queued with the event and made after the answer, retried until done.',
       body: WebhookEvent,
       response: { 200: WebhookReceived, ...errorResponses(502) }
     }
@@ -45,7 +46,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
     const event = readProviderEvent(await parseJson(request, signed))
     let outcome: EventOutcome | 'failed' = 'failed'
     try {
-      outcome = await applyProviderEvent({ db, payments, log: request.log.child({ eventId: event.id, eventType: event.type }) }, event)
+      outcome = await applyProviderEvent({ db, payments, providerActions: fastify.billingActions, log: request.log.child({ eventId: event.id, eventType: event.type }) }, event)
     } finally {
       fastify.metrics.webhookEvents.inc({ type: event.type, outcome })
     }

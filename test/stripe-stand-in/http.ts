@@ -1,5 +1,6 @@
-// The stand-in's HTTP side: reads and records each request, answers the failures it was
-// told to, checks the API key, replays idempotent POSTs, and writes Stripe's responses.
+// The stand-in's HTTP side: reads and records each request, holds the ones it was told to
+// (a slow provider), answers the failures it was told to, checks the API key, replays
+// idempotent POSTs, and writes Stripe's responses.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import Stripe from 'stripe'
@@ -10,7 +11,34 @@ import { ids } from './ids.js'
 
 type Obj = Record<string, any>
 
-export type Failure = 'error' | 'timeout'
+/** 'error': 500 api_error; 'timeout': never answered; 'refusal': 400 invalid_request_error without a code (a request Stripe will not carry out). */
+export type Failure = 'error' | 'timeout' | 'refusal'
+
+/** Which requests something applies to: a method and a path (exact, or a pattern); unset, any. */
+export interface RequestMatch { method?: string, path?: string | RegExp }
+
+export interface PendingFailure extends RequestMatch { mode: Failure }
+
+/**
+ * A request to hold until released: recorded at once, carried out and answered once released.
+ * 'abandoned': its client stopped waiting (timed out) while it was held.
+ */
+export interface PendingHold extends RequestMatch {
+  state: 'waiting' | 'holding' | 'abandoned' | 'released'
+  arrive: () => void
+  released: Promise<void>
+  release: () => void
+}
+
+const matches = (match: RequestMatch, method: string, path: string): boolean =>
+  (match.method === undefined || match.method === method) &&
+  (match.path === undefined || (typeof match.path === 'string' ? match.path === path : match.path.test(path)))
+
+/** Takes the first entry of `list` that applies to the request out of it. */
+function take<T extends RequestMatch> (list: T[], method: string, path: string, usable: (entry: T) => boolean = () => true): T | undefined {
+  const index = list.findIndex((entry) => usable(entry) && matches(entry, method, path))
+  return index === -1 ? undefined : list.splice(index, 1)[0]
+}
 
 /** Answers one API request (throws ApiError for Stripe's error answers). */
 export type Route = (method: string, path: string, params: Obj) => Obj
@@ -38,12 +66,15 @@ function send (res: ServerResponse, status: number, body: string, headers: Recor
 }
 
 /**
- * Serves `route` on 127.0.0.1 at a free port. Every request is pushed to `calls`; while
- * `failures` is not empty each request takes the next one instead of an answer.
+ * Serves `route` on 127.0.0.1 at a free port. Every request is pushed to `calls`; one that a
+ * hold in `holds` applies to waits until it is released; then one that a failure in
+ * `failures` applies to takes it instead of an answer.
  */
-export async function serve (route: Route, calls: RecordedCall[], failures: Failure[]): Promise<{ url: string, close: () => Promise<void> }> {
+export async function serve (route: Route, calls: RecordedCall[], failures: PendingFailure[], holds: PendingHold[]): Promise<{ url: string, close: () => Promise<void> }> {
   const idempotent = new Map<string, { method: string, path: string, fingerprint: string, status: number, body: string }>()
   const held = new Set<ServerResponse>()
+  const holding = new Set<PendingHold>()
+  let closing = false
 
   async function handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
     const chunks: Buffer[] = []
@@ -67,7 +98,20 @@ export async function serve (route: Route, calls: RecordedCall[], failures: Fail
     if (authorization !== undefined) call.authorization = authorization
     calls.push(call)
 
-    const failure = failures.shift()
+    const hold = take(holds, method, path, (entry) => entry.state === 'waiting')
+    if (hold !== undefined) {
+      // Like a slow provider: the request is carried out when released, whether or not the
+      // client still waits for the answer.
+      hold.state = 'holding'
+      holding.add(hold)
+      res.on('close', () => { if (hold.state === 'holding') hold.state = 'abandoned' })
+      hold.arrive()
+      await hold.released
+      holding.delete(hold)
+      if (closing) return
+    }
+
+    const failure = take(failures, method, path)?.mode
     if (failure === 'timeout') {
       held.add(res)
       res.on('close', () => held.delete(res))
@@ -77,6 +121,10 @@ export async function serve (route: Route, calls: RecordedCall[], failures: Fail
       send(res, 500, JSON.stringify({
         error: { type: 'api_error', message: 'An unknown error occurred', request_log_url: `https://dashboard.stripe.com/test/logs/${requestId}` }
       }, null, 2), headers)
+      return
+    }
+    if (failure === 'refusal') {
+      send(res, 400, JSON.stringify(new ApiError(400, 'invalid_request_error', 'The stand-in refuses this request.').body(requestId), null, 2), headers)
       return
     }
 
@@ -127,6 +175,8 @@ export async function serve (route: Route, calls: RecordedCall[], failures: Fail
   return {
     url: `http://127.0.0.1:${port}`,
     close () {
+      closing = true
+      for (const hold of holding) hold.release()
       closed ??= new Promise<void>((resolve) => {
         for (const res of held) res.socket?.destroy()
         held.clear()
