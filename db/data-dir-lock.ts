@@ -86,10 +86,10 @@ const here = {
   })()
 }
 
-/** The state and start time of a running pid (Linux), null if it runs no more, undefined if unknown. */
-function processStat (pid: number): { state: string, started: string } | null | undefined {
+/** The state and start time of a pid (Linux); undefined where /proc does not show it. */
+function processStat (pid: number): { state: string, started: string } | undefined {
   const text = procText(`/proc/${pid}/stat`)
-  if (text === undefined) return procText('/proc/self/stat') === undefined ? undefined : null
+  if (text === undefined) return undefined
   // Fields after the command, which is in parentheses and may hold anything.
   const fields = text.slice(text.lastIndexOf(')') + 2).split(' ')
   return { state: fields[0] ?? '', started: fields[19] ?? '' }
@@ -103,9 +103,10 @@ function isRunning (pid: number, started: string | undefined): boolean {
     if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false
   }
   const stat = processStat(pid)
+  // It exists, and /proc says no more (none, or hidden by hidepid): held, as far as can be told.
   if (stat === undefined) return true
   // A zombie (killed, not yet reaped by its parent) writes nothing any more.
-  if (stat === null || stat.state === 'Z' || stat.state === 'X') return false
+  if (stat.state === 'Z' || stat.state === 'X') return false
   return started === undefined || stat.started === started
 }
 
