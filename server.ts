@@ -7,6 +7,7 @@ import fp from 'fastify-plugin'
 import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './config.js'
+import { DataDirInUseError } from './db/data-dir-lock.js'
 
 let config
 try {
@@ -39,6 +40,8 @@ app.addHook('onClose', (_instance, done) => {
 try {
   await app.listen({ port: config.PORT, host: config.HOST })
 } catch (err) {
-  app.log.error({ err }, 'could not start')
+  // Another process has the embedded database: a refusal, not a fault, so one line, like a bad setting.
+  if (err instanceof DataDirInUseError) console.error(err.message)
+  else app.log.error({ err }, 'could not start')
   process.exit(1)
 }

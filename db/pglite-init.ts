@@ -15,6 +15,7 @@ async function initialise ({ dataDir, settings }: InitRequest): Promise<void> {
 }
 
 initialise(JSON.parse(process.env.PGLITE_INIT ?? 'null') as InitRequest).catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : String(err))
+  // PGlite's file system errors are plain objects ({"name":"ErrnoError","errno":54}).
+  console.error(err instanceof Error ? err.message : typeof err === 'object' ? JSON.stringify(err) : String(err))
   process.exitCode = 1
 })

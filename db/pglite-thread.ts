@@ -8,6 +8,9 @@
 // cannot cancel a statement: no statement_timeout without signals), is failed for good:
 // every waiting and later query is refused as "database unavailable" and onFatal is told,
 // so the server can stop rather than hang.
+//
+// The directory belongs to this process from before a fresh one is initialised until the
+// thread has closed it (db/data-dir-lock.ts): a second process on it refuses to start.
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
@@ -20,6 +23,7 @@ import {
   CompiledQuery, PGliteAdapter, PostgresIntrospector, PostgresQueryCompiler,
   type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult, type TransactionSettings
 } from 'kysely'
+import { DataDirInUseError, lockDataDir, type DataDirLock } from './data-dir-lock.js'
 
 /** What the thread is started with (workerData). */
 export interface ThreadData {
@@ -112,6 +116,7 @@ interface Pending { resolve: (reply: ThreadReply) => void, reject: (err: Error) 
 
 export class PGliteThread {
   readonly #worker: Worker
+  readonly #lock: DataDirLock
   readonly #options: PGliteThreadOptions
   readonly #pending = new Map<number, Pending>()
   #nextId = 1
@@ -120,8 +125,9 @@ export class PGliteThread {
   /** Ready once: a failure before that is start-up's error, not onFatal's. */
   #started = false
 
-  private constructor (worker: Worker, options: PGliteThreadOptions) {
+  private constructor (worker: Worker, lock: DataDirLock, options: PGliteThreadOptions) {
     this.#worker = worker
+    this.#lock = lock
     this.#options = options
     worker.on('message', (reply: ThreadReply) => this.#answer(reply))
     worker.on('error', (err) => this.#fail(new DatabaseThreadError(`the database thread failed: ${err.message}`, { cause: err })))
@@ -130,19 +136,40 @@ export class PGliteThread {
     })
   }
 
-  /** Starts the thread and waits until the database is open (initialising a fresh directory first). */
+  /**
+   * Takes the directory for this process (DataDirInUseError if another one holds it), starts the
+   * thread and waits until the database is open (initialising a fresh directory first).
+   */
   static async start (options: PGliteThreadOptions): Promise<PGliteThread> {
     const settings = options.settings ?? []
     // The code compiles here while a fresh directory is initialised beside.
     const artifactsReady = pgliteArtifacts()
-    if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await initialise(options.dataDir, settings)
-    const data: ThreadData = { dataDir: options.dataDir, settings, ...await artifactsReady }
-    const worker = new Worker(bootstrap, { eval: true, workerData: data, execArgv: THREAD_EXEC_ARGV })
-    const thread = new PGliteThread(worker, options)
-    // The thread says it is ready with an answer to id 0, which no request uses.
-    await new Promise((resolve, reject) => thread.#pending.set(0, { resolve, reject }))
-    thread.#started = true
-    return thread
+    let thread: PGliteThread | undefined
+    let lost: Error | undefined
+    const lock = await lockDataDir(options.dataDir, {
+      onLost: (err) => {
+        lost = new DatabaseThreadError(err.message)
+        if (thread !== undefined) thread.#fail(lost)
+      }
+    }).catch((err: Error) => {
+      if (err instanceof DataDirInUseError) throw err
+      throw new DatabaseThreadError(`cannot take the database directory ${options.dataDir}: ${err.message}`, { cause: err })
+    })
+    try {
+      if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await initialise(options.dataDir, settings)
+      const data: ThreadData = { dataDir: options.dataDir, settings, ...await artifactsReady }
+      const worker = new Worker(bootstrap, { eval: true, workerData: data, execArgv: THREAD_EXEC_ARGV })
+      thread = new PGliteThread(worker, lock, options)
+      // The thread says it is ready with an answer to id 0, which no request uses.
+      await new Promise((resolve, reject) => thread!.#pending.set(0, { resolve, reject }))
+      if (lost !== undefined) throw lost
+      thread.#started = true
+      return thread
+    } catch (err) {
+      await thread?.close()
+      await lock.release()
+      throw err
+    }
   }
 
   async query (sql: string, params: readonly unknown[]): Promise<{ rows: unknown[], affectedRows?: number }> {
@@ -160,14 +187,16 @@ export class PGliteThread {
     if (this.#failure !== undefined) {
       this.#closing = true
       await this.#worker.terminate()
-      return
+    } else {
+      const ended = new Promise((resolve) => this.#worker.once('exit', resolve))
+      // Bounded like a query; a thread that dies or hangs while closing is ended all the same.
+      const closed = this.#request({}, true)
+      this.#closing = true
+      await closed.catch(() => {})
+      await ended
     }
-    const ended = new Promise((resolve) => this.#worker.once('exit', resolve))
-    // Bounded like a query; a thread that dies or hangs while closing is ended all the same.
-    const closed = this.#request({}, true)
-    this.#closing = true
-    await closed.catch(() => {})
-    await ended
+    // Only once the thread is gone may another process open the directory.
+    await this.#lock.release()
   }
 
   #request (request: Omit<ThreadRequest, 'id'>, timed: boolean): Promise<ThreadReply> {

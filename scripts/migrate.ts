@@ -1,8 +1,11 @@
 // `npm run migrate`: brings the configured database (DATABASE_URL, or the embedded one
-// under DATA_DIR) to the latest schema. The server also does this at start-up.
+// under DATA_DIR) to the latest schema. The server also does this at start-up. On the
+// embedded database it refuses while a server has the directory (db/data-dir-lock.ts).
+// In the image, without tsx: `node dist/scripts/migrate.js`.
 import { createDatabase } from '../db/connect.js'
 import { migrateToLatest } from '../db/migrate.js'
 import { ConfigError, loadConfig } from '../config.js'
+import { DataDirInUseError } from '../db/data-dir-lock.js'
 
 try {
   const config = loadConfig()
@@ -15,6 +18,6 @@ try {
     await handle.close()
   }
 } catch (err) {
-  console.error(err instanceof ConfigError ? err.message : `migration failed: ${(err as Error).message}`)
+  console.error(err instanceof ConfigError || err instanceof DataDirInUseError ? err.message : `migration failed: ${(err as Error).message}`)
   process.exitCode = 1
 }

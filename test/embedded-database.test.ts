@@ -1,7 +1,7 @@
 // The embedded database in its own thread (db/pglite-thread.ts): the server's event loop
 // keeps answering while queries run, and a thread that dies or hangs is noticed rather than
 // waited on forever. Always on PGlite, also when DATABASE_URL is set.
-import { writeFileSync } from 'node:fs'
+import { readdirSync, writeFileSync } from 'node:fs'
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import { PGliteThread } from '../db/pglite-thread.js'
@@ -104,12 +104,32 @@ t.test('a fresh directory is initialised, then served', async (t) => {
   t.same((await thread.query('select current_setting($1) as value', ['shared_buffers'])).rows, [{ value: '24MB' }], 'with the settings given')
 })
 
-t.test('a directory that cannot be initialised: start-up fails and says why', async (t) => {
+t.test('a directory that cannot be used or initialised: start-up fails and says why', async (t) => {
   const { DATA_DIR } = await embeddedDatabaseEnv(t)
   const file = `${DATA_DIR}/a-file`
   writeFileSync(file, '')
   await t.rejects(PGliteThread.start({ dataDir: `${file}/db`, queryTimeoutMs: 10_000 }), {
     code: 'PGLITE_THREAD_FAILED',
-    message: /^initialising the database failed \(exit code 1\): .*ENOTDIR/
+    message: new RegExp(`^cannot take the database directory ${file}/db: ENOTDIR`)
   })
+  await t.rejects(PGliteThread.start({ dataDir: file, queryTimeoutMs: 10_000 }), {
+    code: 'PGLITE_THREAD_FAILED',
+    message: /^initialising the database failed \(exit code 1\): .*ErrnoError/
+  })
+  t.same(readdirSync(DATA_DIR).filter((name) => name.includes('.lock.')), [], 'and holds nothing after')
+})
+
+t.test('a second thread on a directory in use is refused, naming this process; once closed, the directory opens again', async (t) => {
+  const { DATA_DIR } = await embeddedDatabaseEnv(t)
+  const dataDir = `${DATA_DIR}/pglite`
+  const first = await PGliteThread.start({ dataDir, queryTimeoutMs: 10_000 })
+  await t.rejects(PGliteThread.start({ dataDir, queryTimeoutMs: 10_000 }), {
+    code: 'DATA_DIR_IN_USE',
+    message: new RegExp(`^Data directory in use: the embedded database in ${dataDir} is held by this process \\(pid ${process.pid}\\)`)
+  })
+  t.same((await first.query('select 1 as one', [])).rows, [{ one: 1 }], 'the first is unaffected')
+  await first.close()
+  const second = await PGliteThread.start({ dataDir, queryTimeoutMs: 10_000 })
+  t.teardown(() => second.close())
+  t.same((await second.query('select 1 as one', [])).rows, [{ one: 1 }])
 })
