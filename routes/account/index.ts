@@ -86,10 +86,9 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     }
     if (updated !== undefined && (emailChanges || passwordHash !== undefined)) mail.wake()
     if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
+    const token = passwordHash === undefined ? undefined : fastify.signIn(reply, updated)
     if (body.currentPassword !== undefined) await signInLimits.succeeded(request, reply, updated.email)
-    if (passwordHash === undefined) return { success: true as const, data: toUser(updated) }
-    const token = fastify.signIn(reply, updated)
-    return { success: true as const, data: toUser(updated), token }
+    return { success: true as const, data: toUser(updated), ...(token !== undefined && { token }) }
   }
   fastify.patch('/profile', { schema: { ...updateProfile, operationId: 'updateProfile' } }, profileHandler)
   fastify.put('/profile', { schema: { ...updateProfile, operationId: 'replaceProfile' } }, profileHandler)

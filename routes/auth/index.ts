@@ -52,8 +52,9 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       throw err
     }
     mail.wake()
-    await signInLimits.succeeded(request, reply, user.email)
+    // The auth cookie first: clients that read one Set-Cookie find the token.
     const token = fastify.signIn(reply, user)
+    await signInLimits.succeeded(request, reply, user.email)
     return reply.code(201).send({ success: true, token, user: toUser(user) })
   })
 
@@ -82,8 +83,8 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       await signInLimits.failed(request, email)
       throw new InvalidCredentialsError()
     }
-    await signInLimits.succeeded(request, reply, email)
     const token = fastify.signIn(reply, user)
+    await signInLimits.succeeded(request, reply, email)
     return { success: true as const, token, user: toUser(user) }
   })
 

@@ -71,8 +71,8 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     })
     if (user === undefined) throw await invalid()
     mail.wake()
-    await signInLimits.succeeded(request, reply, user.email)
     const jwt = fastify.signIn(reply, user)
+    await signInLimits.succeeded(request, reply, user.email)
     return { success: true as const, token: jwt, user: toUser(user) }
   })
 

@@ -40,8 +40,10 @@ t.test('real socket: cookie sign-in round trip, then SIGTERM lets the in-flight 
     body: JSON.stringify({ email, password: 'correct horse battery' })
   })
   t.equal(registered.status, 201)
-  const setCookie = registered.headers.get('set-cookie') ?? ''
+  // The auth cookie first, then the device cookie of the sign-in limits.
+  const [setCookie = '', device = ''] = registered.headers.getSetCookie()
   t.match(setCookie, /^auth_token=[\w-]+\.[\w-]+\.[\w-]+; Max-Age=604800; Path=\/; HttpOnly; SameSite=Lax$/)
+  t.match(device, /^sign_in_device=[\w-]{22}\.[\w-]{43}; Max-Age=15552000; Path=\/; HttpOnly; SameSite=Lax$/)
   const cookie = setCookie.split(';')[0]!
 
   const me = await fetch(`${server.base}/auth/me`, { headers: { cookie } })
