@@ -82,7 +82,10 @@ export default fp(async function mailer (fastify) {
     const transport = nodemailer.createTransport({ url: config.SMTP_URL, ...SMTP_TIMEOUTS })
     fastify.addHook('onClose', () => transport.close())
     deliver = async (email, signal) => {
-      await transport.sendMail({ from: config.EMAIL_FROM, to: email.recipient, subject: email.subject, text: email.text, html: email.html, signal })
+      // An address object: nodemailer takes it as one mailbox, where a string would be parsed
+      // as an address list ("a@x.com,b@y.com", "Name <a@x.com>").
+      const to = { name: '', address: email.recipient }
+      await transport.sendMail({ from: config.EMAIL_FROM, to, subject: email.subject, text: email.text, html: email.html, signal })
     }
   } else if (config.NODE_ENV !== 'production') {
     // The one place a link is logged: development, so a newcomer can follow it.
