@@ -136,18 +136,26 @@ export async function insertEmailToken (
   }).execute()
 }
 
+// A token is for the address the user has now, and was issued since the account last
+// changed its address: after A → B → A, links sent to A the first time stay dead. Both sides
+// are transaction times (now()), so a link issued with the change itself (the verification
+// of the new address) counts as after it.
+const tokenStillFitsUser = sql<boolean>`users.email = email_tokens.email and (users.email_changed_at is null or email_tokens.created_at >= users.email_changed_at)`
+
 /**
  * The user a live token names: unused, unexpired, of this purpose, and issued for the
- * address the user still has. Looked up by hash, so no comparison of secrets takes place.
+ * address the user still has, since they last changed it. Looked up by hash, so no
+ * comparison of secrets takes place.
  */
 export function findUserForEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<UserRow | undefined> {
   return db.selectFrom('email_tokens')
-    .innerJoin('users', (j) => j.onRef('users.id', '=', 'email_tokens.user_id').onRef('users.email', '=', 'email_tokens.email'))
+    .innerJoin('users', 'users.id', 'email_tokens.user_id')
     .selectAll('users')
     .where('email_tokens.token_hash', '=', hash)
     .where('email_tokens.purpose', '=', purpose)
     .where('email_tokens.used_at', 'is', null)
     .where('email_tokens.expires_at', '>', sql<string>`now()`)
+    .where(tokenStillFitsUser)
     .executeTakeFirst()
 }
 
@@ -165,7 +173,7 @@ export async function consumeEmailToken (db: Kysely<Database>, hash: string, pur
     .where('expires_at', '>', sql<string>`now()`)
     .where(({ exists, selectFrom }) => exists(selectFrom('users').select(sql`1`.as('one'))
       .whereRef('users.id', '=', 'email_tokens.user_id')
-      .whereRef('users.email', '=', 'email_tokens.email')))
+      .where(tokenStillFitsUser)))
     .returning('user_id')
     .executeTakeFirst()
   if (used === undefined) return undefined

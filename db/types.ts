@@ -16,6 +16,11 @@ export interface UsersTable {
   email_verified: NullableTimestamp
   /** The last password change: tokens issued before it (by `iat`) stop working. */
   password_changed_at: NullableTimestamp
+  /**
+   * The last change of address: email tokens issued before it are void. Only compared in SQL
+   * (db/email.ts), never read back, so the hot prepared user lookup need not select it.
+   */
+  email_changed_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
   created_at: Timestamp
   updated_at: Timestamp
 }

@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { sql } from 'kysely'
 import t from 'tap'
-import { build, json, registerUser, uniqueEmail, until } from './helper.js'
+import { build, json, registerUser, uniqueEmail, until, type TestUser } from './helper.js'
 import { startSmtpSink, type ReceivedMail } from './smtp-sink.js'
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -18,6 +18,7 @@ const post = (url: string, payload?: Record<string, unknown>, headers: Record<st
   app.inject({ method: 'POST', url, headers, ...(payload !== undefined && { payload }) })
 const me = (token: string) => app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } })
 const login = (email: string, password: string) => post('/auth/login', { email, password })
+const changeEmail = (user: TestUser, email: string) => app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email } })
 const mailTo = (email: string, subject: RegExp) => sink.waitFor((m) => m.to === email && subject.test(m.subject))
 const userRow = (id: string) => app.db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
@@ -135,6 +136,31 @@ t.test('changing the email: unverified again, a link to the new address, a notic
   const back = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: user.email } })
   t.equal(json(back).data.emailVerified, null)
   t.same(json(await post('/auth/email/verify', { token: verification.token! })), VERIFY_INVALID, 'a link for an address the user no longer has is invalid')
+})
+
+t.test('after an email change A → B → A, the links sent to A before the change stay dead', async (t) => {
+  const user = await registerUser(app)
+  const welcome = await mailTo(user.email, /^Welcome/)
+  const reset = (await forgot(user.email)).token!
+  const elsewhere = uniqueEmail('elsewhere')
+  t.equal((await changeEmail(user, elsewhere)).statusCode, 200)
+  await mailTo(elsewhere, /^Verify your email/)
+  const back = await changeEmail(user, user.email)
+  t.equal(back.statusCode, 200)
+  t.equal(json(back).data.email, user.email)
+
+  t.same(json(await post('/auth/password/reset', { token: reset, password: 'taken over password' })), RESET_INVALID, 'the reset link sent to A before the change')
+  t.same(json(await post('/auth/email/verify', { token: welcome.token! })), VERIFY_INVALID, 'the verification link sent to A before the change')
+  t.equal((await login(user.email, user.password)).statusCode, 200, 'the password is unchanged')
+
+  // The links sent since the return to A work.
+  const fresh = await mailTo(user.email, /^Verify your email/)
+  const verified = await post('/auth/email/verify', { token: fresh.token! })
+  t.equal(verified.statusCode, 200)
+  t.match(json(verified).data, { email: user.email, emailVerified: ISO })
+  t.equal((await post('/auth/password/forgot', { email: user.email })).statusCode, 202)
+  const newReset = (await sink.waitFor((m) => m.to === user.email && /^Reset your password/.test(m.subject) && m.token !== reset)).token!
+  t.equal((await post('/auth/password/reset', { token: newReset, password: 'a new password after all' })).statusCode, 200)
 })
 
 t.test('a password change sends a notice and voids reset links sent before it', async (t) => {
