@@ -10,9 +10,11 @@ export interface OutgoingEmail {
   kind: string
   recipient: string
   subject: string
-  text: string
-  html: string
-  link: string | null
+  /** The bodies; null for a message with a link, which is rendered when it is sent. */
+  text: string | null
+  html: string | null
+  /** What the link's token is derived from when the message is sent (mail/outbox.ts). */
+  linkNonce: string | null
 }
 
 /** A queued message as the sender claims it. */
@@ -30,7 +32,7 @@ export async function queueEmail (db: Kysely<Database>, email: OutgoingEmail): P
     subject: email.subject,
     text_body: email.text,
     html_body: email.html,
-    link: email.link
+    link_nonce: email.linkNonce
   }).execute()
 }
 
@@ -54,7 +56,7 @@ export async function claimDueEmails (db: Kysely<Database>, limit: number, lease
       .forUpdate()
       .skipLocked())
     .returning([
-      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link', 'attempts', 'created_at'
+      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link_nonce', 'attempts', 'created_at'
     ])
     .execute()
   return rows
@@ -63,19 +65,19 @@ export async function claimDueEmails (db: Kysely<Database>, limit: number, lease
       kind: row.kind,
       recipient: row.recipient,
       subject: row.subject,
-      text: row.text_body ?? '',
-      html: row.html_body ?? '',
-      link: row.link,
+      text: row.text_body,
+      html: row.html_body,
+      linkNonce: row.link_nonce,
       attempts: Number(row.attempts),
       createdAt: row.created_at
     }))
     .sort((a, b) => Number(a.id) - Number(b.id))
 }
 
-/** Delivered: the body (which may hold a token) is blanked. */
+/** Delivered: the bodies and the nonce are blanked. */
 export async function markEmailSent (db: Kysely<Database>, id: string): Promise<void> {
   await db.updateTable('email_outbox')
-    .set({ sent_at: sql`now()`, locked_until: null, last_error: null, text_body: null, html_body: null, link: null })
+    .set({ sent_at: sql`now()`, locked_until: null, last_error: null, text_body: null, html_body: null, link_nonce: null })
     .where('id', '=', sql<string>`${id}::bigint`)
     .execute()
 }
@@ -88,11 +90,13 @@ export async function scheduleEmailRetry (db: Kysely<Database>, id: string, dela
     .execute()
 }
 
-/** Given up: kept with its error for inspection; the body is blanked like a sent one. */
-/** Given up. `error` replaces the last delivery error, or with `ifNoneBefore` only stands in for none. */
+/**
+ * Given up: kept with its error for inspection, blanked like a sent one. `error` replaces the
+ * last delivery error, or with `ifNoneBefore` only stands in for none.
+ */
 export async function markEmailFailed (db: Kysely<Database>, id: string, error: string, ifNoneBefore = false): Promise<void> {
   await db.updateTable('email_outbox')
-    .set({ failed_at: sql`now()`, locked_until: null, last_error: ifNoneBefore ? sql<string>`coalesce(last_error, ${error})` : error, text_body: null, html_body: null, link: null })
+    .set({ failed_at: sql`now()`, locked_until: null, last_error: ifNoneBefore ? sql<string>`coalesce(last_error, ${error})` : error, text_body: null, html_body: null, link_nonce: null })
     .where('id', '=', sql<string>`${id}::bigint`)
     .execute()
 }

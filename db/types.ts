@@ -100,8 +100,11 @@ export interface EmailOutboxTable {
   subject: string
   text_body: string | null
   html_body: string | null
-  /** The message's one link, for the development log (plugins/app/mailer.ts); blanked once sent. */
-  link: string | null
+  /**
+   * A message with a link: the nonce its token is derived from when it is sent (mail/outbox.ts),
+   * the bodies being rendered then; without the service's secret it is no link. Blanked once sent.
+   */
+  link_nonce: string | null
   attempts: Generated<number>
   next_attempt_at: Timestamp
   locked_until: NullableTimestamp

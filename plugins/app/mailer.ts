@@ -10,12 +10,12 @@ import fp from 'fastify-plugin'
 import nodemailer from 'nodemailer'
 import { Gauge } from 'prom-client'
 import { claimDueEmails, countPendingEmails, markEmailFailed, markEmailSent, purgeEmailRecords, releaseEmails, scheduleEmailRetry, type ClaimedEmail } from '../../db/email.js'
-import type { MailContext } from '../../mail/messages.js'
+import { composeForSending, linkKeyFrom, type ComposedEmail, type OutboxContext } from '../../mail/outbox.js'
 import { MAX_LOGGED_TEXT } from '../../server-options.js'
 
 export interface Mailer {
-  /** What messages are built with: the product name and APP_URL. */
-  context: MailContext
+  /** What messages are built with: the product name, APP_URL and the links' key. */
+  context: OutboxContext
   /** Call after a commit that queued mail: the sender looks at the outbox now. */
   wake: () => void
   /**
@@ -56,11 +56,11 @@ const isPermanent = (err: unknown): boolean => {
   return typeof code === 'number' && code >= 500 && code < 600
 }
 
-type Deliver = (email: ClaimedEmail, signal: AbortSignal) => Promise<void>
+type Deliver = (email: ComposedEmail, signal: AbortSignal) => Promise<void>
 
 export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
-  const context: MailContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM) }
+  const context: OutboxContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM), linkKey: linkKeyFrom(config.AUTH_JWT_SECRET) }
 
   // Read when scraped. A database that does not answer leaves the last value (and the
   // scrape succeeds): the database's own gauges tell that story.
@@ -110,8 +110,14 @@ export default fp(async function mailer (fastify) {
       log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email given up')
       return
     }
+    const composed = await composeForSending(db, context, email)
+    if (composed === undefined) {
+      await markEmailFailed(db, email.id, 'not sent: its link no longer works (used, expired, superseded, or AUTH_JWT_SECRET changed)')
+      log.warn({ emailId: email.id, kind: email.kind }, 'email dropped: its link no longer works')
+      return
+    }
     try {
-      await send(email, shutdown.signal)
+      await send(composed, shutdown.signal)
     } catch (err) {
       const error = clip(String((err as Error).message ?? err))
       if (shutdown.signal.aborted) {

@@ -25,7 +25,7 @@ t.test('two instances on one PostgreSQL database send each queued email exactly 
   const burst = Array.from({ length: 60 }, () => uniqueEmail('burst'))
   await a.db.transaction().execute(async (tx) => {
     for (const recipient of burst) {
-      await queueEmail(tx, { userId: null, kind: 'test', recipient, subject: 'Burst', text: 'hello', html: '<p>hello</p>', link: null })
+      await queueEmail(tx, { userId: null, kind: 'test', recipient, subject: 'Burst', text: 'hello', html: '<p>hello</p>', linkNonce: null })
     }
   })
   a.mail.wake()
@@ -137,7 +137,8 @@ t.test('without SMTP_URL in production: starts, warns once, and keeps the emails
 
   const handle = createDatabase({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
   t.teardown(() => handle.close())
-  const rows = await handle.db.selectFrom('email_outbox').select(['sent_at', 'attempts', 'text_body']).where('recipient', '=', email).execute()
+  const rows = await handle.db.selectFrom('email_outbox').select(['sent_at', 'attempts', 'subject', 'text_body', 'link_nonce']).where('recipient', '=', email).execute()
   t.equal(rows.length, 1)
-  t.match(rows[0], { sent_at: null, attempts: 0, text_body: /verify-email\?token=/ }, 'still queued, whole, for when SMTP_URL is set')
+  t.match(rows[0], { sent_at: null, attempts: 0, subject: /^Welcome/, link_nonce: /^[\w-]{43}$/ }, 'still queued for when SMTP_URL is set')
+  t.equal(rows[0]!.text_body, null, 'no link at rest: the body is rendered when it is sent')
 })
