@@ -37,6 +37,42 @@ export async function queueEmail (db: Kysely<Database>, email: OutgoingEmail): P
 }
 
 /**
+ * One statement: when `email` is an account's address, a token for it and a message with
+ * its link; otherwise nothing. The same statement either way, so its cost says nothing of
+ * whether the address has an account, and the address is read as it is now (not as a
+ * request read it earlier).
+ */
+export async function queueTokenEmailIfAccount (
+  db: Kysely<Database>,
+  email: string,
+  token: { hash: string, purpose: EmailTokenPurpose, ttlMs: number },
+  message: { kind: string, subject: string, linkNonce: string }
+): Promise<void> {
+  await db
+    .with('recipient', (db) => db.selectFrom('users').select(['id', 'email']).where('email', '=', email))
+    .with('token', (db) => db.insertInto('email_tokens')
+      .columns(['token_hash', 'user_id', 'purpose', 'email', 'expires_at'])
+      .expression((eb) => eb.selectFrom('recipient').select([
+        sql<string>`${token.hash}`.as('token_hash'),
+        'id',
+        sql<EmailTokenPurpose>`${token.purpose}`.as('purpose'),
+        'email',
+        sql<string>`now() + ${token.ttlMs}::int * interval '1 millisecond'`.as('expires_at')
+      ]))
+      .returning(['user_id', 'email']))
+    .insertInto('email_outbox')
+    .columns(['user_id', 'kind', 'recipient', 'subject', 'link_nonce'])
+    .expression((eb) => eb.selectFrom('token').select([
+      'user_id',
+      sql<string>`${message.kind}`.as('kind'),
+      'email',
+      sql<string>`${message.subject}`.as('subject'),
+      sql<string>`${message.linkNonce}`.as('link_nonce')
+    ]))
+    .execute()
+}
+
+/**
  * Takes up to `limit` due messages for `leaseMs`: until the lease ends no other sender takes
  * them. A sender that dies mid-send leaves its rows to be taken again once the lease ends.
  */

@@ -7,7 +7,7 @@
 // the token's SHA-256. A copy of the database without the secret rebuilds no link.
 import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
-import { findUserForEmailToken, insertEmailToken, queueEmail, type ClaimedEmail } from '../db/email.js'
+import { findUserForEmailToken, insertEmailToken, queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/email.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
   emailChangedEmail, passwordChangedEmail, passwordResetEmail, tokenLink, verificationEmail, welcomeEmail,
@@ -43,7 +43,7 @@ const hasLink = (kind: string): kind is LinkKind => Object.hasOwn(WITH_LINK, kin
 function newLink (ctx: OutboxContext, kind: LinkKind) {
   const nonce = randomBytes(32).toString('base64url')
   const token = tokenFor(ctx, nonce)
-  // The subject stays in the row, for whoever inspects the queue.
+  // Rendered in full like at send time, so this costs the same whoever it is for (forgot).
   const { subject } = WITH_LINK[kind].render(ctx, tokenLink(ctx, WITH_LINK[kind].page, token))
   return { nonce, hash: hashToken(token), subject }
 }
@@ -67,8 +67,16 @@ export const queueWelcome = (tx: Kysely<Database>, ctx: OutboxContext, user: Rec
 export const queueVerification = (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient): Promise<void> =>
   queueWithLink(tx, ctx, user, 'email_verification')
 
-export const queuePasswordReset = (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient): Promise<void> =>
-  queueWithLink(tx, ctx, user, 'password_reset')
+/**
+ * "Forgot password": a reset link to `email` if it is an account's address, else nothing,
+ * with the same work either way (one statement after the same computation).
+ */
+export async function queuePasswordResetIfAccount (db: Kysely<Database>, ctx: OutboxContext, email: string): Promise<void> {
+  const { nonce, hash, subject } = newLink(ctx, 'password_reset')
+  await queueTokenEmailIfAccount(db, email,
+    { hash, purpose: WITH_LINK.password_reset.purpose, ttlMs: WITH_LINK.password_reset.ttlMs },
+    { kind: 'password_reset', subject, linkNonce: nonce })
+}
 
 export const queuePasswordChanged = (tx: Kysely<Database>, ctx: MailContext, user: Recipient): Promise<void> =>
   queueRendered(tx, user, user.email, passwordChangedEmail(ctx))

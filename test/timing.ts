@@ -26,3 +26,43 @@ export async function timeAlternately (tries: number, first: () => Promise<Light
   }
   return { answers, medians: [median(times[0]), median(times[1])] }
 }
+
+/**
+ * The request `next`, timed when sent right after each answer of `first` and `second` (sent
+ * alternately, `tries` times each): on the next turn of the event loop, where a real server's
+ * next request lands, after any work begun in the answer's wake. Medians, in milliseconds.
+ */
+export async function timeNextAlternately (tries: number, first: () => Promise<unknown>, second: () => Promise<unknown>, next: () => Promise<unknown>, pauseMs = 0): Promise<[number, number]> {
+  const times: [number[], number[]] = [[], []]
+  for (let i = 0; i < tries; i++) {
+    for (const [kind, send] of [first, second].entries()) {
+      await send()
+      await new Promise((resolve) => setImmediate(resolve))
+      const started = process.hrtime.bigint()
+      await next()
+      times[kind]!.push(Number(process.hrtime.bigint() - started) / 1e6)
+      if (pauseMs > 0) await new Promise((resolve) => setTimeout(resolve, pauseMs))
+    }
+  }
+  return [median(times[0]), median(times[1])]
+}
+
+/**
+ * The CPU time the whole process (its threads included) spends in the `windowMs` after each
+ * answer of `first` and `second` (sent alternately, `tries` times each, `pauseMs` apart). CPU
+ * time, unlike wall time, leaves out the waits of a busy machine. Medians, in milliseconds.
+ */
+export async function cpuAfterAlternately (tries: number, first: () => Promise<unknown>, second: () => Promise<unknown>, windowMs: number, pauseMs: number): Promise<[number, number]> {
+  const times: [number[], number[]] = [[], []]
+  for (let i = 0; i < tries; i++) {
+    for (const [kind, send] of [first, second].entries()) {
+      await send()
+      const cpu = process.cpuUsage()
+      await new Promise((resolve) => setTimeout(resolve, windowMs))
+      const used = process.cpuUsage(cpu)
+      times[kind]!.push((used.user + used.system) / 1000)
+      await new Promise((resolve) => setTimeout(resolve, pauseMs))
+    }
+  }
+  return [median(times[0]), median(times[1])]
+}

@@ -6,6 +6,7 @@
 // It runs every EMAIL_POLL_INTERVAL_MS and at once when a request has queued mail (wake()).
 // Transport: SMTP_URL through nodemailer; unset, outside production each message is logged
 // (recipient, subject, link) instead, and in production messages stay queued until it is set.
+import { randomInt } from 'node:crypto'
 import fp from 'fastify-plugin'
 import nodemailer from 'nodemailer'
 import { Gauge } from 'prom-client'
@@ -19,9 +20,10 @@ export interface Mailer {
   /** Call after a commit that queued mail: the sender looks at the outbox now. */
   wake: () => void
   /**
-   * Runs `work` (a transaction that queues mail) without the request waiting for it, so the
-   * answer cannot tell whether anything was queued; then wakes the sender. A failure is
-   * logged. Finished before the database closes.
+   * Runs `work` (what queues mail, or would: the same work either way) without the request
+   * waiting for it, so the answer cannot tell whether anything was queued; then wakes the
+   * sender a random moment later (BACKGROUND_WAKE_MS). A failure is logged. Finished before
+   * the database closes.
    */
   inBackground: (what: string, work: () => Promise<unknown>) => void
 }
@@ -36,6 +38,10 @@ const BATCH_SIZE = 10
 // Long enough for a batch of sends, each bounded by the transport's timeouts below; a sender
 // that dies leaves its rows to others once it ends.
 const LEASE_MS = 5 * 60_000
+// After background queueing (forgot), the sender looks this long later, at random: whether
+// there was a message to send then shows neither in the answer nor in the requests right
+// after it, and the moment it is sent is not tied to the request (docs/email.md).
+const BACKGROUND_WAKE_MS = { min: 200, max: 1_000 }
 const MAX_RETRY_DELAY_MS = 60 * 60_000
 // On shutdown an in-flight send gets this long to finish before it is aborted (and retried).
 const CLOSE_WAIT_MS = 3_000
@@ -186,11 +192,12 @@ export default fp(async function mailer (fastify) {
 
   const background = new Set<Promise<unknown>>()
   const inBackground = (what: string, work: () => Promise<unknown>) => {
-    // Begun on a later turn of the event loop, after the answer is on its way: the embedded
-    // database runs its queries on this thread, so starting now would delay the answer.
+    // Begun on a later turn of the event loop, after the answer is on its way: starting now
+    // would put this work on the thread before the answer is written.
     const task = new Promise((resolve) => setImmediate(resolve))
       .then(work)
-      .then(run, (err) => { log.error({ err, what }, 'queueing an email failed') })
+      .then(() => { setTimeout(run, randomInt(BACKGROUND_WAKE_MS.min, BACKGROUND_WAKE_MS.max)).unref() },
+        (err) => { log.error({ err, what }, 'queueing an email failed') })
     background.add(task)
     task.finally(() => background.delete(task)).catch(() => {})
   }
