@@ -1,5 +1,5 @@
 // The email outbox and the one-time email tokens. Rows are written inside the caller's
-// transaction (with the change that causes the message); the sender claims due rows with a
+// transaction (with the change that causes the message); the sender claims a due row with a
 // lease (FOR UPDATE SKIP LOCKED, so concurrent senders never take the same row), sends
 // outside any transaction, then records the outcome.
 import { sql, type Kysely } from 'kysely'
@@ -147,13 +147,17 @@ export async function countPendingEmails (db: Kysely<Database>): Promise<number>
   return count
 }
 
-/** Claimed but not attempted (the sender is stopping): free again at once. */
-export async function releaseEmails (db: Kysely<Database>, ids: string[]): Promise<void> {
-  if (ids.length === 0) return
-  await db.updateTable('email_outbox')
-    .set({ locked_until: null, attempts: sql`greatest(attempts - 1, 0)` })
-    .where('id', 'in', ids.map((id) => sql<string>`${id}::bigint`))
-    .execute()
+/**
+ * Milliseconds until the next waiting message may be taken (its retry time, or the end of
+ * another sender's lease on it, a dead one's included); undefined when none waits.
+ */
+export async function msUntilNextEmailDue (db: Kysely<Database>): Promise<number | undefined> {
+  const { ms } = await db.selectFrom('email_outbox')
+    .select(sql<number | null>`(extract(epoch from min(greatest(next_attempt_at, coalesce(locked_until, next_attempt_at))) - now()) * 1000)::float8`.as('ms'))
+    .where('sent_at', 'is', null)
+    .where('failed_at', 'is', null)
+    .executeTakeFirstOrThrow()
+  return ms === null ? undefined : Math.max(0, Number(ms))
 }
 
 /** Housekeeping: expired or used tokens, and sent messages after a week (failed ones stay a month). */
