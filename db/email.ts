@@ -1,5 +1,5 @@
 // The email outbox and the one-time email tokens. Rows are written inside the caller's
-// transaction (with the change that causes the message); the sender claims due rows with a
+// transaction (with the change that causes the message); the sender claims a due row with a
 // lease (FOR UPDATE SKIP LOCKED, so concurrent senders never take the same row), sends
 // outside any transaction, then records the outcome.
 import { sql, type Kysely } from 'kysely'
@@ -10,9 +10,11 @@ export interface OutgoingEmail {
   kind: string
   recipient: string
   subject: string
-  text: string
-  html: string
-  link: string | null
+  /** The bodies; null for a message with a link, which is rendered when it is sent. */
+  text: string | null
+  html: string | null
+  /** What the link's token is derived from when the message is sent (mail/outbox.ts). */
+  linkNonce: string | null
 }
 
 /** A queued message as the sender claims it. */
@@ -30,8 +32,44 @@ export async function queueEmail (db: Kysely<Database>, email: OutgoingEmail): P
     subject: email.subject,
     text_body: email.text,
     html_body: email.html,
-    link: email.link
+    link_nonce: email.linkNonce
   }).execute()
+}
+
+/**
+ * One statement: when `email` is an account's address, a token for it and a message with
+ * its link; otherwise nothing. The same statement either way, so its cost says nothing of
+ * whether the address has an account, and the address is read as it is now (not as a
+ * request read it earlier).
+ */
+export async function queueTokenEmailIfAccount (
+  db: Kysely<Database>,
+  email: string,
+  token: { hash: string, purpose: EmailTokenPurpose, ttlMs: number },
+  message: { kind: string, subject: string, linkNonce: string }
+): Promise<void> {
+  await db
+    .with('recipient', (db) => db.selectFrom('users').select(['id', 'email']).where('email', '=', email))
+    .with('token', (db) => db.insertInto('email_tokens')
+      .columns(['token_hash', 'user_id', 'purpose', 'email', 'expires_at'])
+      .expression((eb) => eb.selectFrom('recipient').select([
+        sql<string>`${token.hash}`.as('token_hash'),
+        'id',
+        sql<EmailTokenPurpose>`${token.purpose}`.as('purpose'),
+        'email',
+        sql<string>`now() + ${token.ttlMs}::int * interval '1 millisecond'`.as('expires_at')
+      ]))
+      .returning(['user_id', 'email']))
+    .insertInto('email_outbox')
+    .columns(['user_id', 'kind', 'recipient', 'subject', 'link_nonce'])
+    .expression((eb) => eb.selectFrom('token').select([
+      'user_id',
+      sql<string>`${message.kind}`.as('kind'),
+      'email',
+      sql<string>`${message.subject}`.as('subject'),
+      sql<string>`${message.linkNonce}`.as('link_nonce')
+    ]))
+    .execute()
 }
 
 /**
@@ -54,7 +92,7 @@ export async function claimDueEmails (db: Kysely<Database>, limit: number, lease
       .forUpdate()
       .skipLocked())
     .returning([
-      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link', 'attempts', 'created_at'
+      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link_nonce', 'attempts', 'created_at'
     ])
     .execute()
   return rows
@@ -63,19 +101,19 @@ export async function claimDueEmails (db: Kysely<Database>, limit: number, lease
       kind: row.kind,
       recipient: row.recipient,
       subject: row.subject,
-      text: row.text_body ?? '',
-      html: row.html_body ?? '',
-      link: row.link,
+      text: row.text_body,
+      html: row.html_body,
+      linkNonce: row.link_nonce,
       attempts: Number(row.attempts),
       createdAt: row.created_at
     }))
     .sort((a, b) => Number(a.id) - Number(b.id))
 }
 
-/** Delivered: the body (which may hold a token) is blanked. */
+/** Delivered: the bodies and the nonce are blanked. */
 export async function markEmailSent (db: Kysely<Database>, id: string): Promise<void> {
   await db.updateTable('email_outbox')
-    .set({ sent_at: sql`now()`, locked_until: null, last_error: null, text_body: null, html_body: null, link: null })
+    .set({ sent_at: sql`now()`, locked_until: null, last_error: null, text_body: null, html_body: null, link_nonce: null })
     .where('id', '=', sql<string>`${id}::bigint`)
     .execute()
 }
@@ -88,11 +126,13 @@ export async function scheduleEmailRetry (db: Kysely<Database>, id: string, dela
     .execute()
 }
 
-/** Given up: kept with its error for inspection; the body is blanked like a sent one. */
-/** Given up. `error` replaces the last delivery error, or with `ifNoneBefore` only stands in for none. */
+/**
+ * Given up: kept with its error for inspection, blanked like a sent one. `error` replaces the
+ * last delivery error, or with `ifNoneBefore` only stands in for none.
+ */
 export async function markEmailFailed (db: Kysely<Database>, id: string, error: string, ifNoneBefore = false): Promise<void> {
   await db.updateTable('email_outbox')
-    .set({ failed_at: sql`now()`, locked_until: null, last_error: ifNoneBefore ? sql<string>`coalesce(last_error, ${error})` : error, text_body: null, html_body: null, link: null })
+    .set({ failed_at: sql`now()`, locked_until: null, last_error: ifNoneBefore ? sql<string>`coalesce(last_error, ${error})` : error, text_body: null, html_body: null, link_nonce: null })
     .where('id', '=', sql<string>`${id}::bigint`)
     .execute()
 }
@@ -107,13 +147,17 @@ export async function countPendingEmails (db: Kysely<Database>): Promise<number>
   return count
 }
 
-/** Claimed but not attempted (the sender is stopping): free again at once. */
-export async function releaseEmails (db: Kysely<Database>, ids: string[]): Promise<void> {
-  if (ids.length === 0) return
-  await db.updateTable('email_outbox')
-    .set({ locked_until: null, attempts: sql`greatest(attempts - 1, 0)` })
-    .where('id', 'in', ids.map((id) => sql<string>`${id}::bigint`))
-    .execute()
+/**
+ * Milliseconds until the next waiting message may be taken (its retry time, or the end of
+ * another sender's lease on it, a dead one's included); undefined when none waits.
+ */
+export async function msUntilNextEmailDue (db: Kysely<Database>): Promise<number | undefined> {
+  const { ms } = await db.selectFrom('email_outbox')
+    .select(sql<number | null>`(extract(epoch from min(greatest(next_attempt_at, coalesce(locked_until, next_attempt_at))) - now()) * 1000)::float8`.as('ms'))
+    .where('sent_at', 'is', null)
+    .where('failed_at', 'is', null)
+    .executeTakeFirstOrThrow()
+  return ms === null ? undefined : Math.max(0, Number(ms))
 }
 
 /** Housekeeping: expired or used tokens, and sent messages after a week (failed ones stay a month). */
@@ -136,18 +180,26 @@ export async function insertEmailToken (
   }).execute()
 }
 
+// A token is for the address the user has now, and was issued since the account last
+// changed its address: after A → B → A, links sent to A the first time stay dead. Both sides
+// are transaction times (now()), so a link issued with the change itself (the verification
+// of the new address) counts as after it.
+const tokenStillFitsUser = sql<boolean>`users.email = email_tokens.email and (users.email_changed_at is null or email_tokens.created_at >= users.email_changed_at)`
+
 /**
  * The user a live token names: unused, unexpired, of this purpose, and issued for the
- * address the user still has. Looked up by hash, so no comparison of secrets takes place.
+ * address the user still has, since they last changed it. Looked up by hash, so no
+ * comparison of secrets takes place.
  */
 export function findUserForEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<UserRow | undefined> {
   return db.selectFrom('email_tokens')
-    .innerJoin('users', (j) => j.onRef('users.id', '=', 'email_tokens.user_id').onRef('users.email', '=', 'email_tokens.email'))
+    .innerJoin('users', 'users.id', 'email_tokens.user_id')
     .selectAll('users')
     .where('email_tokens.token_hash', '=', hash)
     .where('email_tokens.purpose', '=', purpose)
     .where('email_tokens.used_at', 'is', null)
     .where('email_tokens.expires_at', '>', sql<string>`now()`)
+    .where(tokenStillFitsUser)
     .executeTakeFirst()
 }
 
@@ -165,7 +217,7 @@ export async function consumeEmailToken (db: Kysely<Database>, hash: string, pur
     .where('expires_at', '>', sql<string>`now()`)
     .where(({ exists, selectFrom }) => exists(selectFrom('users').select(sql`1`.as('one'))
       .whereRef('users.id', '=', 'email_tokens.user_id')
-      .whereRef('users.email', '=', 'email_tokens.email')))
+      .where(tokenStillFitsUser)))
     .returning('user_id')
     .executeTakeFirst()
   if (used === undefined) return undefined

@@ -16,6 +16,11 @@ export interface UsersTable {
   email_verified: NullableTimestamp
   /** The last password change: tokens issued before it (by `iat`) stop working. */
   password_changed_at: NullableTimestamp
+  /**
+   * The last change of address: email tokens issued before it are void. Only compared in SQL
+   * (db/email.ts), never read back, so the hot prepared user lookup need not select it.
+   */
+  email_changed_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
   created_at: Timestamp
   updated_at: Timestamp
 }
@@ -116,8 +121,11 @@ export interface EmailOutboxTable {
   subject: string
   text_body: string | null
   html_body: string | null
-  /** The message's one link, for the development log (plugins/app/mailer.ts); blanked once sent. */
-  link: string | null
+  /**
+   * A message with a link: the nonce its token is derived from when it is sent (mail/outbox.ts),
+   * the bodies being rendered then; without the service's secret it is no link. Blanked once sent.
+   */
+  link_nonce: string | null
   attempts: Generated<number>
   next_attempt_at: Timestamp
   locked_until: NullableTimestamp

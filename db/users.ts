@@ -64,10 +64,12 @@ export async function updateUser (
     .set({
       ...(changes.name !== undefined && { name: changes.name }),
       ...(changes.image !== undefined && { image: changes.image }),
-      // A new address is unverified until its own link is followed.
+      // A new address is unverified until its own link is followed, and the links sent
+      // before it are void, even if the account comes back to their address (db/email.ts).
       ...(changes.email !== undefined && {
         email: changes.email,
-        email_verified: sql<string | null>`case when email = ${changes.email} then email_verified else null end`
+        email_verified: sql<string | null>`case when email = ${changes.email} then email_verified else null end`,
+        email_changed_at: sql<string | null>`case when email = ${changes.email} then email_changed_at else now() end`
       }),
       // A new password ends every session that existed before it. The time comes from this
       // process's clock, the one that stamps the tokens' `iat`, not the database server's.

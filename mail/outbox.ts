@@ -1,9 +1,13 @@
 // What queues each account email: called inside the transaction of the change that causes
-// it, so the message exists exactly when the change does. Links carry a fresh one-time
-// token (32 random bytes, base64url); only its SHA-256 is stored.
-import { createHash, randomBytes } from 'node:crypto'
+// it, so the message exists exactly when the change does; and what turns a queued row into
+// the message sent.
+// A link's token is never stored, so nothing at rest is a usable link: the outbox row keeps
+// a random nonce, the token is HMAC-SHA-256 of it under a key derived from AUTH_JWT_SECRET
+// (32 bytes, base64url), computed again when the message is sent, and email_tokens keeps only
+// the token's SHA-256. A copy of the database without the secret rebuilds no link.
+import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
-import { insertEmailToken, queueEmail } from '../db/email.js'
+import { findUserForEmailToken, insertEmailToken, queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/email.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
   emailChangedEmail, passwordChangedEmail, passwordResetEmail, tokenLink, verificationEmail, welcomeEmail,
@@ -13,38 +17,96 @@ import {
 export const RESET_TOKEN_TTL_MS = 60 * 60 * 1000
 export const VERIFICATION_TOKEN_TTL_MS = 48 * 60 * 60 * 1000
 
+/** What queueing and sending need: the message context and the key of the links' tokens. */
+export interface OutboxContext extends MailContext {
+  linkKey: Buffer
+}
+
+/** The key link tokens are derived with: apart from the JWT key, though from the same secret. */
+export const linkKeyFrom = (secret: string): Buffer =>
+  Buffer.from(hkdfSync('sha256', secret, 'task-app', 'email link tokens v1', 32))
+
 export const hashToken = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex')
+
+const tokenFor = (ctx: OutboxContext, nonce: string): string => createHmac('sha256', ctx.linkKey).update(nonce, 'utf8').digest('base64url')
+
+// The messages that carry a link, by kind: what their token is for, and how they read.
+const WITH_LINK = {
+  welcome: { purpose: 'email_verification', page: 'verify-email', ttlMs: VERIFICATION_TOKEN_TTL_MS, render: welcomeEmail },
+  email_verification: { purpose: 'email_verification', page: 'verify-email', ttlMs: VERIFICATION_TOKEN_TTL_MS, render: verificationEmail },
+  password_reset: { purpose: 'password_reset', page: 'reset-password', ttlMs: RESET_TOKEN_TTL_MS, render: passwordResetEmail }
+} satisfies Record<string, { purpose: EmailTokenPurpose, page: 'verify-email' | 'reset-password', ttlMs: number, render: (ctx: MailContext, url: string) => RenderedEmail }>
+type LinkKind = keyof typeof WITH_LINK
+const hasLink = (kind: string): kind is LinkKind => Object.hasOwn(WITH_LINK, kind)
+
+/** A fresh link: the nonce to store, the hash of its token to store, and the subject. */
+function newLink (ctx: OutboxContext, kind: LinkKind) {
+  const nonce = randomBytes(32).toString('base64url')
+  const token = tokenFor(ctx, nonce)
+  // Rendered in full like at send time, so this costs the same whoever it is for (forgot).
+  const { subject } = WITH_LINK[kind].render(ctx, tokenLink(ctx, WITH_LINK[kind].page, token))
+  return { nonce, hash: hashToken(token), subject }
+}
 
 interface Recipient { id: string, email: string }
 
-async function issueToken (tx: Kysely<Database>, user: Recipient, purpose: EmailTokenPurpose, ttlMs: number): Promise<string> {
-  const token = randomBytes(32).toString('base64url')
-  await insertEmailToken(tx, { hash: hashToken(token), userId: user.id, purpose, email: user.email, ttlMs })
-  return token
+async function queueWithLink (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient, kind: LinkKind): Promise<void> {
+  const { nonce, hash, subject } = newLink(ctx, kind)
+  const { purpose, ttlMs } = WITH_LINK[kind]
+  await insertEmailToken(tx, { hash, userId: user.id, purpose, email: user.email, ttlMs })
+  await queueEmail(tx, { userId: user.id, kind, recipient: user.email, subject, text: null, html: null, linkNonce: nonce })
 }
 
-const queue = (tx: Kysely<Database>, user: { id: string }, recipient: string, email: RenderedEmail) =>
-  queueEmail(tx, { userId: user.id, recipient, ...email })
+const queueRendered = (tx: Kysely<Database>, user: { id: string }, recipient: string, email: RenderedEmail) =>
+  queueEmail(tx, { userId: user.id, kind: email.kind, recipient, subject: email.subject, text: email.text, html: email.html, linkNonce: null })
 
 /** After registration: a welcome that carries the verification link. */
-export async function queueWelcome (tx: Kysely<Database>, ctx: MailContext, user: Recipient): Promise<void> {
-  const token = await issueToken(tx, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS)
-  await queue(tx, user, user.email, welcomeEmail(ctx, tokenLink(ctx, 'verify-email', token)))
-}
+export const queueWelcome = (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient): Promise<void> =>
+  queueWithLink(tx, ctx, user, 'welcome')
 
-export async function queueVerification (tx: Kysely<Database>, ctx: MailContext, user: Recipient): Promise<void> {
-  const token = await issueToken(tx, user, 'email_verification', VERIFICATION_TOKEN_TTL_MS)
-  await queue(tx, user, user.email, verificationEmail(ctx, tokenLink(ctx, 'verify-email', token)))
-}
+export const queueVerification = (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient): Promise<void> =>
+  queueWithLink(tx, ctx, user, 'email_verification')
 
-export async function queuePasswordReset (tx: Kysely<Database>, ctx: MailContext, user: Recipient): Promise<void> {
-  const token = await issueToken(tx, user, 'password_reset', RESET_TOKEN_TTL_MS)
-  await queue(tx, user, user.email, passwordResetEmail(ctx, tokenLink(ctx, 'reset-password', token)))
+/**
+ * "Forgot password": a reset link to `email` if it is an account's address, else nothing,
+ * with the same work either way (one statement after the same computation).
+ */
+export async function queuePasswordResetIfAccount (db: Kysely<Database>, ctx: OutboxContext, email: string): Promise<void> {
+  const { nonce, hash, subject } = newLink(ctx, 'password_reset')
+  await queueTokenEmailIfAccount(db, email,
+    { hash, purpose: WITH_LINK.password_reset.purpose, ttlMs: WITH_LINK.password_reset.ttlMs },
+    { kind: 'password_reset', subject, linkNonce: nonce })
 }
 
 export const queuePasswordChanged = (tx: Kysely<Database>, ctx: MailContext, user: Recipient): Promise<void> =>
-  queue(tx, user, user.email, passwordChangedEmail(ctx))
+  queueRendered(tx, user, user.email, passwordChangedEmail(ctx))
 
 /** To the old address: the account now uses `newEmail`. */
 export const queueEmailChanged = (tx: Kysely<Database>, ctx: MailContext, user: { id: string }, oldEmail: string, newEmail: string): Promise<void> =>
-  queue(tx, user, oldEmail, emailChangedEmail(ctx, newEmail))
+  queueRendered(tx, user, oldEmail, emailChangedEmail(ctx, newEmail))
+
+export interface ComposedEmail {
+  recipient: string
+  subject: string
+  text: string
+  html: string
+  /** The link it carries, for the development log. */
+  link: string | null
+}
+
+/**
+ * The message to send for a claimed row: its link rendered now, from its nonce. Undefined
+ * when the link would not work (used, expired, superseded, or the secret changed since it
+ * was queued): such a message is not worth sending.
+ */
+export async function composeForSending (db: Kysely<Database>, ctx: OutboxContext, email: ClaimedEmail): Promise<ComposedEmail | undefined> {
+  if (email.linkNonce === null) {
+    return { recipient: email.recipient, subject: email.subject, text: email.text ?? '', html: email.html ?? '', link: null }
+  }
+  if (!hasLink(email.kind)) return undefined
+  const { purpose, page, render } = WITH_LINK[email.kind]
+  const token = tokenFor(ctx, email.linkNonce)
+  if (await findUserForEmailToken(db, hashToken(token), purpose) === undefined) return undefined
+  const { subject, text, html, link } = render(ctx, tokenLink(ctx, page, token))
+  return { recipient: email.recipient, subject, text, html, link }
+}

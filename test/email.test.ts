@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { sql } from 'kysely'
 import t from 'tap'
-import { build, json, registerUser, uniqueEmail, until } from './helper.js'
+import { build, json, registerUser, testConfig, uniqueEmail, until, type TestUser } from './helper.js'
 import { startSmtpSink, type ReceivedMail } from './smtp-sink.js'
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -18,6 +18,7 @@ const post = (url: string, payload?: Record<string, unknown>, headers: Record<st
   app.inject({ method: 'POST', url, headers, ...(payload !== undefined && { payload }) })
 const me = (token: string) => app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } })
 const login = (email: string, password: string) => post('/auth/login', { email, password })
+const changeEmail = (user: TestUser, email: string) => app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email, currentPassword: user.password } })
 const mailTo = (email: string, subject: RegExp) => sink.waitFor((m) => m.to === email && subject.test(m.subject))
 const userRow = (id: string) => app.db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
@@ -70,7 +71,7 @@ t.test('forgot → the email arrives → its token resets the password and signs
   const notice = await mailTo(user.email, /^Your password was changed/)
   t.equal(notice.link, undefined, 'the notice carries no token')
   const outbox = await app.db.selectFrom('email_outbox').selectAll().where('user_id', '=', user.id).where('kind', '=', 'password_reset').executeTakeFirstOrThrow()
-  t.match(outbox, { recipient: user.email, text_body: null, html_body: null, link: null, attempts: 1, last_error: null, sent_at: ISO })
+  t.match(outbox, { recipient: user.email, text_body: null, html_body: null, link_nonce: null, attempts: 1, last_error: null, sent_at: ISO })
 })
 
 t.test('registration sends a welcome with the verification link; verifying sets emailVerified', async (t) => {
@@ -137,6 +138,31 @@ t.test('changing the email: unverified again, a link to the new address, a notic
   t.same(json(await post('/auth/email/verify', { token: verification.token! })), VERIFY_INVALID, 'a link for an address the user no longer has is invalid')
 })
 
+t.test('after an email change A → B → A, the links sent to A before the change stay dead', async (t) => {
+  const user = await registerUser(app)
+  const welcome = await mailTo(user.email, /^Welcome/)
+  const reset = (await forgot(user.email)).token!
+  const elsewhere = uniqueEmail('elsewhere')
+  t.equal((await changeEmail(user, elsewhere)).statusCode, 200)
+  await mailTo(elsewhere, /^Verify your email/)
+  const back = await changeEmail(user, user.email)
+  t.equal(back.statusCode, 200)
+  t.equal(json(back).data.email, user.email)
+
+  t.same(json(await post('/auth/password/reset', { token: reset, password: 'taken over password' })), RESET_INVALID, 'the reset link sent to A before the change')
+  t.same(json(await post('/auth/email/verify', { token: welcome.token! })), VERIFY_INVALID, 'the verification link sent to A before the change')
+  t.equal((await login(user.email, user.password)).statusCode, 200, 'the password is unchanged')
+
+  // The links sent since the return to A work.
+  const fresh = await mailTo(user.email, /^Verify your email/)
+  const verified = await post('/auth/email/verify', { token: fresh.token! })
+  t.equal(verified.statusCode, 200)
+  t.match(json(verified).data, { email: user.email, emailVerified: ISO })
+  t.equal((await post('/auth/password/forgot', { email: user.email })).statusCode, 202)
+  const newReset = (await sink.waitFor((m) => m.to === user.email && /^Reset your password/.test(m.subject) && m.token !== reset)).token!
+  t.equal((await post('/auth/password/reset', { token: newReset, password: 'a new password after all' })).statusCode, 200)
+})
+
 t.test('a password change sends a notice and voids reset links sent before it', async (t) => {
   const user = await registerUser(app)
   const pending = (await forgot(user.email)).token!
@@ -197,6 +223,60 @@ t.test('reused, expired, forged and other-purpose tokens: 400, and nothing chang
   t.same(used.map((row) => row.used_at), [null, null], 'no token was used up')
 })
 
+t.test('a queued message holds no usable link: the token is derived when it is sent', async (t) => {
+  const down = await startSmtpSink()
+  const port = down.port
+  await down.close()
+  const queueing = await build(t, { SMTP_URL: `smtp://127.0.0.1:${port}`, EMAIL_RETRY_BASE_MS: '100', EMAIL_POLL_INTERVAL_MS: '100' })
+  const user = await registerUser(queueing)
+  t.equal((await queueing.inject({ method: 'POST', url: '/auth/password/forgot', payload: { email: user.email } })).statusCode, 202)
+  const rows = () => queueing.db.selectFrom('email_outbox').selectAll().where('user_id', '=', user.id).orderBy('id').execute()
+  await until(async () => { const r = await rows(); return r.length === 2 && r.every((row) => row.last_error !== null) }, 'both messages tried and kept')
+  const queued = await rows()
+  t.same(queued.map((row) => [row.kind, row.sent_at, row.failed_at]), [['welcome', null, null], ['password_reset', null, null]], 'kept for the next attempt')
+  t.notMatch(JSON.stringify(queued), /token=/, 'no link in any column')
+
+  // Every stored value, and every token-shaped run within one, tried as a link's token.
+  const stored = queued.flatMap((row) => Object.values(row)).filter((value): value is string => typeof value === 'string')
+  const candidates = new Set(stored.flatMap((value) => [value, ...(value.match(/[\w-]{20,}/g) ?? [])]).filter((value) => value.length <= 512))
+  t.ok(candidates.size > 0)
+  for (const token of candidates) {
+    t.equal((await queueing.inject({ method: 'POST', url: '/auth/password/reset', payload: { token, password: 'taken over password' } })).statusCode, 400, `reset with ${token}`)
+    t.equal((await queueing.inject({ method: 'POST', url: '/auth/email/verify', payload: { token } })).statusCode, 400, `verify with ${token}`)
+  }
+
+  // The server is back: the messages go out with working links.
+  const back = await startSmtpSink(port)
+  t.teardown(() => back.close())
+  const welcome = await back.waitFor((m) => m.to === user.email && /^Welcome/.test(m.subject))
+  const reset = await back.waitFor((m) => m.to === user.email && /^Reset your password/.test(m.subject))
+  t.match(reset.link, new RegExp(`^${APP_URL}/reset-password\\?token=[\\w-]{43}$`))
+  t.equal((await queueing.inject({ method: 'POST', url: '/auth/email/verify', payload: { token: welcome.token! } })).statusCode, 200, 'the welcome link verifies')
+  t.equal((await queueing.inject({ method: 'POST', url: '/auth/password/reset', payload: { token: reset.token!, password: 'a new password at last' } })).statusCode, 200, 'the reset link resets')
+  await until(async () => (await rows()).every((row) => row.sent_at !== null), 'both rows marked sent')
+  t.match(await rows(), [{ text_body: null, link_nonce: null }, { text_body: null, link_nonce: null }], 'blanked once sent')
+})
+
+t.test('a message queued before AUTH_JWT_SECRET changed is given up, not sent with a dead link', async (t) => {
+  const down = await startSmtpSink()
+  await down.close()
+  const config = await testConfig(t, { SMTP_URL: `smtp://127.0.0.1:${down.port}`, EMAIL_RETRY_BASE_MS: '100', EMAIL_POLL_INTERVAL_MS: '100' })
+  const before = await build(t, {}, config)
+  const user = await registerUser(before)
+  const row = (db: typeof before.db) => db.selectFrom('email_outbox').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  await until(async () => (await row(before.db)).last_error !== null, 'the welcome tried once')
+  await before.close()
+
+  const sink = await startSmtpSink()
+  t.teardown(() => sink.close())
+  const after = await build(t, {}, { ...config, AUTH_JWT_SECRET: 'a-rotated-secret-that-is-long-enough-9876543210', SMTP_URL: sink.url })
+  await until(async () => (await row(after.db)).failed_at !== null, 'the welcome given up')
+  t.match(await row(after.db), { sent_at: null, failed_at: ISO, last_error: /link no longer works/, link_nonce: null })
+  const fresh = await registerUser(after)
+  await sink.waitFor((m) => m.to === fresh.email)
+  t.notOk(sink.received.some((m) => m.to === user.email), 'nothing sent to the first address')
+})
+
 t.test('the reset password follows the registration rules', async (t) => {
   const user = await registerUser(app)
   const token = (await forgot(user.email)).token!
@@ -241,7 +321,7 @@ t.test('the SMTP server down, then back: the email is retried and delivered once
   await until(async () => (await row()).last_error !== null, 'the first failed attempt')
   const failed = await row()
   t.match(failed, { sent_at: null, failed_at: null, last_error: /ECONNREFUSED|connect/i })
-  t.ok(failed.text_body, 'the message is kept for the next attempt')
+  t.ok(failed.link_nonce, 'the message is kept for the next attempt')
 
   const back = await startSmtpSink(port)
   t.teardown(() => back.close())
@@ -250,7 +330,7 @@ t.test('the SMTP server down, then back: the email is retried and delivered once
   await until(async () => (await row()).sent_at !== null, 'the row marked sent')
   const sent = await row()
   t.ok(sent.attempts >= 2, `attempted ${sent.attempts} times`)
-  t.match(sent, { last_error: null, text_body: null, html_body: null, link: null })
+  t.match(sent, { last_error: null, text_body: null, html_body: null, link_nonce: null })
   // Another pass of the sender after delivery sends nothing more.
   await new Promise((resolve) => setTimeout(resolve, 500))
   t.equal(back.received.filter((m) => m.to === user.email).length, 1, 'delivered exactly once')
@@ -264,7 +344,7 @@ t.test('a message that cannot be delivered in EMAIL_GIVE_UP_MS is given up, with
   const row = () => givingUp.db.selectFrom('email_outbox').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
   await until(async () => (await row()).failed_at !== null, 'the message given up')
   const failed = await row()
-  t.match(failed, { sent_at: null, failed_at: ISO, last_error: /ECONNREFUSED|connect/i, text_body: null, link: null })
+  t.match(failed, { sent_at: null, failed_at: ISO, last_error: /ECONNREFUSED|connect/i, text_body: null, link_nonce: null })
   t.ok(failed.attempts >= 2, `attempted ${failed.attempts} times`)
 })
 
@@ -274,12 +354,12 @@ t.test('a message older than EMAIL_GIVE_UP_MS when its turn comes is given up, n
   const app = await build(t, { SMTP_URL: sink.url, EMAIL_POLL_INTERVAL_MS: '100', EMAIL_GIVE_UP_MS: '60000' })
   const stale = uniqueEmail('stale')
   // Queued two hours ago, while mail was not configured.
-  await app.db.insertInto('email_outbox').values({ user_id: null, kind: 'welcome', recipient: stale, subject: 'Welcome', text_body: 'old', html_body: '<p>old</p>', link: 'http://localhost:3000/verify-email?token=old', created_at: sql`now() - interval '2 hours'` as never }).execute()
+  await app.db.insertInto('email_outbox').values({ user_id: null, kind: 'welcome', recipient: stale, subject: 'Welcome', text_body: 'old', html_body: '<p>old</p>', created_at: sql`now() - interval '2 hours'` as never }).execute()
   const fresh = await registerUser(app)
   await sink.waitFor((m) => m.to === fresh.email)
   const row = () => app.db.selectFrom('email_outbox').selectAll().where('recipient', '=', stale).executeTakeFirstOrThrow()
   await until(async () => (await row()).failed_at !== null, 'the stale message given up', 5_000)
-  t.match(await row(), { sent_at: null, failed_at: ISO, last_error: 'not sent within EMAIL_GIVE_UP_MS', text_body: null, link: null })
+  t.match(await row(), { sent_at: null, failed_at: ISO, last_error: 'not sent within EMAIL_GIVE_UP_MS', text_body: null })
   t.notOk(sink.received.some((m) => m.to === stale), 'never sent')
 })
 

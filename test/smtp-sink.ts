@@ -6,6 +6,8 @@ import { SMTPServer } from 'smtp-server'
 
 export interface ReceivedMail {
   to: string
+  /** The envelope's recipients (RCPT TO), where the message was actually delivered. */
+  envelope: string[]
   from: string
   subject: string
   text: string
@@ -50,7 +52,7 @@ export async function startSmtpSink (port = 0, options: { rejectRecipients?: Reg
       }
       callback()
     },
-    onData (stream, _session, callback) {
+    onData (stream, session, callback) {
       simpleParser(stream).then((parsed) => {
         for (const listener of dataListeners) listener()
         const accept = (drop = false) => {
@@ -62,6 +64,7 @@ export async function startSmtpSink (port = 0, options: { rejectRecipients?: Reg
           const match = LINK.exec(text)
           const mail: ReceivedMail = {
             to: Array.isArray(parsed.to) ? parsed.to.map((a) => a.text).join(', ') : parsed.to?.text ?? '',
+            envelope: session.envelope.rcptTo.map((a) => a.address),
             from: parsed.from?.text ?? '',
             subject: parsed.subject ?? '',
             text,

@@ -1,27 +1,31 @@
 // The outbox sender: delivers the email rows that requests queued in their transactions
-// (mail/outbox.ts). It claims a few due rows at a time under a lease (db/email.ts; several
-// instances share the table without sending a row twice), sends each outside any
-// transaction, then marks it sent or schedules a retry with exponential backoff, giving up
-// EMAIL_GIVE_UP_MS after the message was queued (or at once on a permanent 5xx refusal).
-// It runs every EMAIL_POLL_INTERVAL_MS and at once when a request has queued mail (wake()).
+// (mail/outbox.ts). It claims one due row at a time under a lease that outlasts one bounded
+// send (db/email.ts; several instances share the table without sending a row twice), sends
+// it outside any transaction, then marks it sent or schedules a retry with exponential
+// backoff, giving up EMAIL_GIVE_UP_MS after the message was queued (or at once on a
+// permanent 5xx refusal). It runs every EMAIL_POLL_INTERVAL_MS, at once when a request has
+// queued mail (wake()), and when the next waiting row falls due (a retry, or the lease of a
+// sender that died).
 // Transport: SMTP_URL through nodemailer; unset, outside production each message is logged
 // (recipient, subject, link) instead, and in production messages stay queued until it is set.
+import { randomInt } from 'node:crypto'
 import fp from 'fastify-plugin'
 import nodemailer from 'nodemailer'
 import { Gauge } from 'prom-client'
-import { claimDueEmails, countPendingEmails, markEmailFailed, markEmailSent, purgeEmailRecords, releaseEmails, scheduleEmailRetry, type ClaimedEmail } from '../../db/email.js'
-import type { MailContext } from '../../mail/messages.js'
+import { claimDueEmails, countPendingEmails, markEmailFailed, markEmailSent, msUntilNextEmailDue, purgeEmailRecords, scheduleEmailRetry, type ClaimedEmail } from '../../db/email.js'
+import { composeForSending, linkKeyFrom, type ComposedEmail, type OutboxContext } from '../../mail/outbox.js'
 import { MAX_LOGGED_TEXT } from '../../server-options.js'
 
 export interface Mailer {
-  /** What messages are built with: the product name and APP_URL. */
-  context: MailContext
+  /** What messages are built with: the product name, APP_URL and the links' key. */
+  context: OutboxContext
   /** Call after a commit that queued mail: the sender looks at the outbox now. */
   wake: () => void
   /**
-   * Runs `work` (a transaction that queues mail) without the request waiting for it, so the
-   * answer cannot tell whether anything was queued; then wakes the sender. A failure is
-   * logged. Finished before the database closes.
+   * Runs `work` (what queues mail, or would: the same work either way) without the request
+   * waiting for it, so the answer cannot tell whether anything was queued; then wakes the
+   * sender a random moment later (BACKGROUND_WAKE_MS). A failure is logged. Finished before
+   * the database closes.
    */
   inBackground: (what: string, work: () => Promise<unknown>) => void
 }
@@ -32,10 +36,19 @@ declare module 'fastify' {
   }
 }
 
-const BATCH_SIZE = 10
-// Long enough for a batch of sends, each bounded by the transport's timeouts below; a sender
-// that dies leaves its rows to others once it ends.
-const LEASE_MS = 5 * 60_000
+// One send, whatever the server does (the timeouts below bound each step, not a server that
+// trickles): then it is aborted and retried.
+const SEND_TIMEOUT_MS = 40_000
+// A row is claimed for one send and the record of its outcome. A sender killed mid-send
+// leaves its row to any sender, a restarted one included, when this ends: the message is
+// sent again within a minute (at least once; docs/email.md).
+const LEASE_MS = SEND_TIMEOUT_MS + 10_000
+// After background queueing (forgot), the sender looks this long later, at random: whether
+// there was a message to send then shows neither in the answer nor in the requests right
+// after it, and the moment it is sent is not tied to the request (docs/email.md).
+const BACKGROUND_WAKE_MS = { min: 200, max: 1_000 }
+// A row due now but not taken (another sender's claim in progress) is looked at again after this.
+const MIN_WAIT_MS = 1_000
 const MAX_RETRY_DELAY_MS = 60 * 60_000
 // On shutdown an in-flight send gets this long to finish before it is aborted (and retried).
 const CLOSE_WAIT_MS = 3_000
@@ -56,11 +69,11 @@ const isPermanent = (err: unknown): boolean => {
   return typeof code === 'number' && code >= 500 && code < 600
 }
 
-type Deliver = (email: ClaimedEmail, signal: AbortSignal) => Promise<void>
+type Deliver = (email: ComposedEmail, signal: AbortSignal) => Promise<void>
 
 export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
-  const context: MailContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM) }
+  const context: OutboxContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM), linkKey: linkKeyFrom(config.AUTH_JWT_SECRET) }
 
   // Read when scraped. A database that does not answer leaves the last value (and the
   // scrape succeeds): the database's own gauges tell that story.
@@ -82,7 +95,10 @@ export default fp(async function mailer (fastify) {
     const transport = nodemailer.createTransport({ url: config.SMTP_URL, ...SMTP_TIMEOUTS })
     fastify.addHook('onClose', () => transport.close())
     deliver = async (email, signal) => {
-      await transport.sendMail({ from: config.EMAIL_FROM, to: email.recipient, subject: email.subject, text: email.text, html: email.html, signal })
+      // An address object: nodemailer takes it as one mailbox, where a string would be parsed
+      // as an address list ("a@x.com,b@y.com", "Name <a@x.com>").
+      const to = { name: '', address: email.recipient }
+      await transport.sendMail({ from: config.EMAIL_FROM, to, subject: email.subject, text: email.text, html: email.html, signal })
     }
   } else if (config.NODE_ENV !== 'production') {
     // The one place a link is logged: development, so a newcomer can follow it.
@@ -107,8 +123,14 @@ export default fp(async function mailer (fastify) {
       log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email given up')
       return
     }
+    const composed = await composeForSending(db, context, email)
+    if (composed === undefined) {
+      await markEmailFailed(db, email.id, 'not sent: its link no longer works (used, expired, superseded, or AUTH_JWT_SECRET changed)')
+      log.warn({ emailId: email.id, kind: email.kind }, 'email dropped: its link no longer works')
+      return
+    }
     try {
-      await send(email, shutdown.signal)
+      await send(composed, AbortSignal.any([shutdown.signal, AbortSignal.timeout(SEND_TIMEOUT_MS)]))
     } catch (err) {
       const error = clip(String((err as Error).message ?? err))
       if (shutdown.signal.aborted) {
@@ -131,31 +153,28 @@ export default fp(async function mailer (fastify) {
     log.info({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email sent')
   }
 
+  // One row per claim, so a lease only ever covers the send in progress.
   const deliverDue = async (send: Deliver) => {
     for (;;) {
       again = false
-      const batch = await claimDueEmails(db, BATCH_SIZE, LEASE_MS)
-      const sendBy = Date.now() + LEASE_MS / 2
-      for (const [i, email] of batch.entries()) {
-        // Stopping, or the lease running short: the rest go back for any sender to take.
-        if (stopped || Date.now() > sendBy) {
-          await releaseEmails(db, batch.slice(i).map((e) => e.id))
-          break
-        }
-        await sendOne(send, email)
-      }
-      if (batch.length === BATCH_SIZE) again = true
-      if (!again || stopped) break
+      const [email] = await claimDueEmails(db, 1, LEASE_MS)
+      if (email === undefined) return
+      await sendOne(send, email)
+      if (stopped) return
     }
   }
 
-  // Without a transport (production, no SMTP_URL) only the housekeeping runs.
-  const pass = async (send: Deliver | undefined) => {
+  // Without a transport (production, no SMTP_URL) only the housekeeping runs. Returns when
+  // the next pass is due: the poll interval, or sooner when a waiting row falls due.
+  const pass = async (send: Deliver | undefined): Promise<number> => {
     if (send !== undefined) await deliverDue(send)
     if (Date.now() - lastHousekeeping >= HOUSEKEEPING_INTERVAL_MS) {
       lastHousekeeping = Date.now()
       await purgeEmailRecords(db)
     }
+    if (send === undefined || stopped) return config.EMAIL_POLL_INTERVAL_MS
+    const due = await msUntilNextEmailDue(db)
+    return due === undefined ? config.EMAIL_POLL_INTERVAL_MS : Math.min(config.EMAIL_POLL_INTERVAL_MS, Math.max(MIN_WAIT_MS, due))
   }
 
   const run = (): void => {
@@ -166,22 +185,26 @@ export default fp(async function mailer (fastify) {
     }
     clearTimeout(timer)
     running = pass(deliver)
-      .catch((err) => { log.error({ err }, 'email sender failed: trying again at the next interval') })
-      .finally(() => {
+      .catch((err) => {
+        log.error({ err }, 'email sender failed: trying again at the next interval')
+        return config.EMAIL_POLL_INTERVAL_MS
+      })
+      .then((next) => {
         running = undefined
         if (stopped) return
         if (again) setImmediate(run)
-        else timer = setTimeout(run, config.EMAIL_POLL_INTERVAL_MS).unref()
+        else timer = setTimeout(run, next).unref()
       })
   }
 
   const background = new Set<Promise<unknown>>()
   const inBackground = (what: string, work: () => Promise<unknown>) => {
-    // Begun on a later turn of the event loop, after the answer is on its way: the embedded
-    // database runs its queries on this thread, so starting now would delay the answer.
+    // Begun on a later turn of the event loop, after the answer is on its way: starting now
+    // would put this work on the thread before the answer is written.
     const task = new Promise((resolve) => setImmediate(resolve))
       .then(work)
-      .then(run, (err) => { log.error({ err, what }, 'queueing an email failed') })
+      .then(() => { setTimeout(run, randomInt(BACKGROUND_WAKE_MS.min, BACKGROUND_WAKE_MS.max)).unref() },
+        (err) => { log.error({ err, what }, 'queueing an email failed') })
     background.add(task)
     task.finally(() => background.delete(task)).catch(() => {})
   }

@@ -3,8 +3,8 @@
 // queued in the transaction of the change that causes it and sent by plugins/app/mailer.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { consumeEmailToken, findUserForEmailToken } from '../../db/email.js'
-import { findUserByEmail, markEmailVerified, normalizeEmail, resetPassword, toUser } from '../../db/users.js'
-import { hashToken, queuePasswordChanged, queuePasswordReset, queueVerification } from '../../mail/outbox.js'
+import { markEmailVerified, normalizeEmail, resetPassword, toUser } from '../../db/users.js'
+import { hashToken, queuePasswordChanged, queuePasswordResetIfAccount, queueVerification } from '../../mail/outbox.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { EmailAlreadyVerifiedError, ResetTokenInvalidError, VerificationTokenInvalidError } from '../../errors.js'
 import { AuthResponse, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, UserResponse, VerifyEmailBody } from '../../schemas/users.js'
@@ -30,9 +30,9 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     const email = normalizeEmail(request.body.email)
     // Past the address's links for the hour: answered the same, and nothing is sent.
     if (!await signInLimits.admitMail(request, email)) return reply.code(202).send({ success: true as const, data: null })
-    const user = await findUserByEmail(db, email)
-    // Not awaited: the answer must not take longer when there is something to queue.
-    if (user !== undefined) mail.inBackground('password reset', () => db.transaction().execute((tx) => queuePasswordReset(tx, mail.context, user)))
+    // After the answer, and the same work whether or not the address has an account: one
+    // statement that queues the link only for an account, then the sender is woken.
+    mail.inBackground('password reset', () => queuePasswordResetIfAccount(db, mail.context, email))
     return reply.code(202).send({ success: true as const, data: null })
   })
 

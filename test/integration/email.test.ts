@@ -1,13 +1,17 @@
 // The email outbox under the conditions a single process cannot show: two instances on one
 // PostgreSQL database sharing the queue (each message sent exactly once), and the service
-// stopped with SIGTERM while a message is on the wire (nothing lost, nothing doubled).
+// stopped with SIGTERM while a message is on the wire (nothing lost, nothing doubled), or
+// killed with SIGKILL then (sent again once its lease ends, within a minute).
 import { once } from 'node:events'
+import { sql } from 'kysely'
 import t from 'tap'
 import { createDatabase } from '../../db/connect.js'
 import { queueEmail } from '../../db/email.js'
 import { build, registerUser, serverDatabase, testDatabaseEnv, TEST_SECRET, uniqueEmail, until } from '../helper.js'
 import { startSmtpSink } from '../smtp-sink.js'
 import { freePort, startServer, waitUntilUp, type Running } from './process.js'
+
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 /** Signs up `email` on the server at `base`; the welcome email is queued with the account. */
 const register = async (base: string, email: string): Promise<number> => (await fetch(`${base}/auth/register`, {
@@ -25,7 +29,7 @@ t.test('two instances on one PostgreSQL database send each queued email exactly 
   const burst = Array.from({ length: 60 }, () => uniqueEmail('burst'))
   await a.db.transaction().execute(async (tx) => {
     for (const recipient of burst) {
-      await queueEmail(tx, { userId: null, kind: 'test', recipient, subject: 'Burst', text: 'hello', html: '<p>hello</p>', link: null })
+      await queueEmail(tx, { userId: null, kind: 'test', recipient, subject: 'Burst', text: 'hello', html: '<p>hello</p>', linkNonce: null })
     }
   })
   a.mail.wake()
@@ -76,6 +80,55 @@ t.test('SIGTERM while an email is on the wire: the send is cut off and retried a
   t.equal(await second.exited, 0)
   t.equal(sink.received.filter((m) => m.to === email).length, 1, 'delivered once')
   t.notMatch(first.output() + second.output(), /token=/, 'no link in the logs when SMTP is configured')
+})
+
+t.test('SIGKILL while an email is on the wire: the lease ends within a minute, and the restarted service sends it then', async (t) => {
+  const sink = await startSmtpSink()
+  t.teardown(() => sink.close())
+  const database = await testDatabaseEnv(t)
+  // The default poll interval (30 s): the restarted sender looks again when the lease ends.
+  const env = { AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4', SMTP_URL: sink.url, ...database }
+  const start = async (): Promise<Running> => {
+    const server = startServer({ PORT: String(await freePort()), ...env })
+    t.teardown(() => { server.child.kill('SIGKILL') })
+    await waitUntilUp(server)
+    return server
+  }
+  const stored = async () => {
+    const handle = createDatabase({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
+    try {
+      const row = await handle.db.selectFrom('email_outbox')
+        .select(['attempts', 'sent_at', sql<number>`extract(epoch from locked_until - now()) * 1000`.as('leaseLeftMs')])
+        .where('recipient', '=', email).executeTakeFirstOrThrow()
+      return { ...row, leaseLeftMs: Number(row.leaseLeftMs) }
+    } finally {
+      await handle.close()
+    }
+  }
+
+  sink.hold()
+  const arrived = new Promise<void>((resolve) => sink.onData(resolve))
+  const first = await start()
+  const email = uniqueEmail('sigkill')
+  t.equal(await register(first.base, email), 201)
+  await arrived
+  // The message's data is at the server, its answer held: the send is in flight.
+  first.child.kill('SIGKILL')
+  await first.exited
+  sink.release(true)
+
+  const killed = await stored()
+  t.match(killed, { attempts: 1, sent_at: null }, 'claimed once, not recorded as sent')
+  t.ok(killed.leaseLeftMs > 0 && killed.leaseLeftMs <= 60_000, `the lease ends within a minute (${Math.round(killed.leaseLeftMs)} ms left)`)
+
+  const second = await start()
+  // Sent when the lease ends (not at the next poll, 30 s later), give or take a busy machine.
+  const mail = await sink.waitFor((m) => m.to === email, killed.leaseLeftMs + 15_000)
+  t.match(mail.subject, /^Welcome/)
+  second.child.kill('SIGTERM')
+  t.equal(await second.exited, 0)
+  t.equal(sink.received.filter((m) => m.to === email).length, 1, 'delivered once: the first try was dropped by the server')
+  t.match(await stored(), { attempts: 2, sent_at: ISO })
 })
 
 t.test('SIGTERM while an email is on the wire: a send that finishes in time is not repeated', async (t) => {
@@ -137,7 +190,8 @@ t.test('without SMTP_URL in production: starts, warns once, and keeps the emails
 
   const handle = createDatabase({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
   t.teardown(() => handle.close())
-  const rows = await handle.db.selectFrom('email_outbox').select(['sent_at', 'attempts', 'text_body']).where('recipient', '=', email).execute()
+  const rows = await handle.db.selectFrom('email_outbox').select(['sent_at', 'attempts', 'subject', 'text_body', 'link_nonce']).where('recipient', '=', email).execute()
   t.equal(rows.length, 1)
-  t.match(rows[0], { sent_at: null, attempts: 0, text_body: /verify-email\?token=/ }, 'still queued, whole, for when SMTP_URL is set')
+  t.match(rows[0], { sent_at: null, attempts: 0, subject: /^Welcome/, link_nonce: /^[\w-]{43}$/ }, 'still queued for when SMTP_URL is set')
+  t.equal(rows[0]!.text_body, null, 'no link at rest: the body is rendered when it is sent')
 })
