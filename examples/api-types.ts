@@ -490,6 +490,11 @@ export interface components {
             /** @description Set by the server when the status becomes `completed`; accepted as null only */
             completedAt?: null;
         };
+        /**
+         * @description One mailbox: trimmed and lower-cased before it is stored or looked up
+         * @example ada@example.com
+         */
+        EmailAddress: string;
         /** @description The public user object; the password hash never leaves the database */
         User: {
             /** Format: uuid */
@@ -536,14 +541,12 @@ export interface components {
         RegisterBody: {
             /** @example Ada Lovelace */
             name?: string;
-            /** @example ada@example.com */
-            email: string;
+            email: components["schemas"]["EmailAddress"];
             /** @example correct horse battery */
             password: string;
         };
         LoginBody: {
-            /** @example ada@example.com */
-            email: string;
+            email: components["schemas"]["EmailAddress"];
             /** @example correct horse battery */
             password: string;
         };
@@ -560,15 +563,13 @@ export interface components {
             name?: string | null;
             /** Format: uri */
             image?: string | null;
-            /** @example ada@example.com */
-            email?: string;
+            email?: components["schemas"]["EmailAddress"];
             currentPassword?: string;
             /** @example correct horse battery */
             newPassword?: string;
         };
         ForgotPasswordBody: {
-            /** @example ada@example.com */
-            email: string;
+            email: components["schemas"]["EmailAddress"];
         };
         ResetPasswordBody: {
             /**

@@ -6,13 +6,13 @@ import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse }
 import { ErrorCode, ErrorResponse } from '../schemas/common.js'
 import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
-import { AuthResponse, ForgotPasswordBody, LoginBody, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody, User, UserResponse, VerifyEmailBody } from '../schemas/users.js'
+import { AuthResponse, EmailAddress, ForgotPasswordBody, LoginBody, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody, User, UserResponse, VerifyEmailBody } from '../schemas/users.js'
 
 // Referenced ones before those that reference them, as ajv resolves them when added.
 export const SHARED_SCHEMAS = [
   ErrorCode, ErrorResponse,
   TaskStatus, Task, TaskResponse, TaskList, CreateTaskBody, UpdateTaskBody,
-  User, UserResponse, AuthResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
+  EmailAddress, User, UserResponse, AuthResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
   ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody
