@@ -1,9 +1,11 @@
 // The Idempotency-Key records (plugins/app/idempotency.ts decides what they mean): per user
 // and key, the fingerprint of the request that first used the key and, once it succeeded,
 // its answer. A record lives KEY_LIFETIME_HOURS; an older one counts as absent and is
-// replaced in place, and the purge deletes it. A record without an answer is "running"
-// while its lease lasts and "free" after (its request failed, or its instance died).
+// replaced in place, and the purge deletes it (and a user's oldest beyond the bound). A
+// record without an answer is "running" while its lease lasts and "free" after (its request
+// failed, or its instance died).
 import { sql, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely'
+import { prepareQuery } from './prepared.js'
 import type { Database } from './types.js'
 
 /** How long a key's answer is kept (Stripe's 24 hours). */
@@ -23,8 +25,10 @@ export interface IdempotencyRecord {
 type Keys = ExpressionBuilder<Database, 'idempotency_keys'>
 
 const isLive = (eb: Keys) => eb('idempotency_keys.created_at', '>', sql<string>`now() - ${LIFETIME}`)
+// Never null (a null lease is not running), so that its negation holds for free records too.
 const isRunning = (eb: Keys) => eb.and([
   eb('idempotency_keys.response_status', 'is', null),
+  eb('idempotency_keys.locked_until', 'is not', null),
   eb('idempotency_keys.locked_until', '>', sql<string>`now()`)
 ])
 /** A record a new first request may take over: expired, or without an answer and not running. */
@@ -66,6 +70,19 @@ export async function findIdempotencyRecord (db: Kysely<Database>, userId: strin
   return row && toRecord(row)
 }
 
+// Keyed POST /tasks runs these two in its transaction: prepared, as its own statement is.
+const lockStatement = prepareQuery('idempotency_lock', (db, p: { userId: string, key: string }) => db
+  .selectFrom(sql<{ locked: boolean }>`(select pg_try_advisory_xact_lock(hashtextextended('idempotency-key:' || ${p.userId} || ':' || ${p.key}, 0)) as locked)`.as('l'))
+  .leftJoinLateral(
+    (eb) => eb.selectFrom('idempotency_keys')
+      .select(RECORD_COLUMNS)
+      .select((eb) => isRunning(eb).as('running'))
+      .where('user_id', '=', p.userId).where('key', '=', p.key)
+      .where(isLive)
+      .as('k'),
+    (join) => join.onTrue())
+  .select(['l.locked', 'k.request_hash', 'k.response_status', 'k.response_body', 'k.running', 'k.created_at']))
+
 /**
  * In a transaction: takes the key's lock until the transaction ends, unless another one
  * holds it (`locked: false`), and reads the key's live record. A transaction-scoped advisory
@@ -74,33 +91,9 @@ export async function findIdempotencyRecord (db: Kysely<Database>, userId: strin
  * storeIdempotentAnswer then finds it and refuses.
  */
 export async function lockIdempotencyKey (tx: Kysely<Database>, userId: string, key: string): Promise<{ locked: boolean, record: IdempotencyRecord | undefined }> {
-  const lockName = `idempotency-key:${userId}:${key}`
-  const row = await tx.selectFrom(sql<{ locked: boolean }>`(select pg_try_advisory_xact_lock(hashtextextended(${lockName}, 0)) as locked)`.as('l'))
-    .leftJoinLateral(
-      (eb) => eb.selectFrom('idempotency_keys')
-        .select(RECORD_COLUMNS)
-        .select((eb) => isRunning(eb).as('running'))
-        .where('user_id', '=', userId).where('key', '=', key)
-        .where(isLive)
-        .as('k'),
-      (join) => join.onTrue())
-    .select(['l.locked', 'k.request_hash', 'k.response_status', 'k.response_body', 'k.running', 'k.created_at'])
-    .executeTakeFirstOrThrow()
-  return { locked: row.locked, record: toRecord(row) }
+  const [row] = await lockStatement.run(tx, { userId, key })
+  return { locked: row!.locked, record: toRecord(row!) }
 }
-
-/**
- * The user's records beyond the newest `maxPerUser` (counting the one being written, `key`)
- * are deleted, oldest first; running ones are kept.
- */
-const evictOldest = (db: Kysely<Database>, userId: string, key: string, maxPerUser: number) =>
-  db.deleteFrom('idempotency_keys')
-    .where('user_id', '=', userId)
-    .where('key', 'in', (eb) => eb.selectFrom('idempotency_keys').select('key')
-      .where('user_id', '=', userId).where('key', '<>', key)
-      .where((eb) => eb.not(isRunning(eb)))
-      .orderBy('created_at', 'desc')
-      .offset(Math.max(0, maxPerUser - 1)))
 
 export interface StoredAnswer {
   userId: string
@@ -108,33 +101,29 @@ export interface StoredAnswer {
   requestHash: string
   status: number
   body: string
-  maxPerUser: number
 }
+
+const storeStatement = prepareQuery('idempotency_store', (db, p: StoredAnswer) => db
+  .insertInto('idempotency_keys')
+  .values({ user_id: p.userId, key: p.key, request_hash: p.requestHash, response_status: p.status, response_body: p.body })
+  .onConflict((oc) => oc.columns(['user_id', 'key'])
+    .doUpdateSet({
+      request_hash: p.requestHash,
+      response_status: p.status,
+      response_body: p.body,
+      locked_until: sql<null>`null`,
+      lease_token: sql<null>`null`,
+      created_at: sql`now()`
+    })
+    .where(isReplaceable))
+  .returning('key'))
 
 /**
  * In the transaction that did the request's work: stores its answer, replacing an expired or
- * free record, and evicts the user's oldest beyond `maxPerUser`, in one statement. False when
- * a live record was committed meanwhile: the caller must roll back.
+ * free record. False when a live record was committed meanwhile: the caller must roll back.
  */
 export async function storeIdempotentAnswer (tx: Kysely<Database>, answer: StoredAnswer): Promise<boolean> {
-  const { userId, key, requestHash, status, body, maxPerUser } = answer
-  const stored = await tx
-    .with('evicted', (db) => evictOldest(db as Kysely<Database>, userId, key, maxPerUser))
-    .insertInto('idempotency_keys')
-    .values({ user_id: userId, key, request_hash: requestHash, response_status: status, response_body: body })
-    .onConflict((oc) => oc.columns(['user_id', 'key'])
-      .doUpdateSet({
-        request_hash: requestHash,
-        response_status: status,
-        response_body: body,
-        locked_until: null,
-        lease_token: null,
-        created_at: sql`now()`
-      })
-      .where(isReplaceable))
-    .returning('key')
-    .executeTakeFirst()
-  return stored !== undefined
+  return (await storeStatement.run(tx, answer)).length > 0
 }
 
 export interface Claim {
@@ -144,7 +133,6 @@ export interface Claim {
   /** Identifies this attempt: only it may complete or release the record. */
   token: string
   leaseMs: number
-  maxPerUser: number
 }
 
 /**
@@ -154,11 +142,9 @@ export interface Claim {
  * keeps its creation time, which the caller derives the provider's keys from.
  */
 export async function claimIdempotencyKey (db: Kysely<Database>, claim: Claim): Promise<{ createdAt: string } | undefined> {
-  const { userId, key, requestHash, token, leaseMs, maxPerUser } = claim
+  const { userId, key, requestHash, token, leaseMs } = claim
   const lockedUntil = sql<string>`now() + ${leaseMs}::int * interval '1 millisecond'`
-  return db
-    .with('evicted', (db) => evictOldest(db as Kysely<Database>, userId, key, maxPerUser))
-    .insertInto('idempotency_keys')
+  return db.insertInto('idempotency_keys')
     .values({ user_id: userId, key, request_hash: requestHash, locked_until: lockedUntil, lease_token: token })
     .onConflict((oc) => oc.columns(['user_id', 'key'])
       .doUpdateSet((eb) => ({
@@ -196,11 +182,29 @@ export async function releaseIdempotencyKey (db: Kysely<Database>, held: { userI
     .execute()
 }
 
-/** Deletes the records past their lifetime that no request holds; returns how many. */
-export async function purgeExpiredIdempotencyKeys (db: Kysely<Database>): Promise<number> {
-  const result = await db.deleteFrom('idempotency_keys')
-    .where('created_at', '<=', sql<string>`now() - ${LIFETIME}`)
+/**
+ * Housekeeping: deletes the records past their lifetime, and each user's beyond the newest
+ * `maxPerUser`, except those a request holds. Kept off the request path, where counting a
+ * user's records on every write cost more than the writes (bench/README.md).
+ */
+export async function purgeIdempotencyKeys (db: Kysely<Database>, maxPerUser: number): Promise<{ expired: number, evicted: number }> {
+  const expired = await db.deleteFrom('idempotency_keys')
+    .where((eb) => eb.not(isLive(eb)))
     .where((eb) => eb.not(isRunning(eb)))
     .executeTakeFirst()
-  return Number(result.numDeletedRows)
+  // Newest first over all of a user's records; only users over the bound are ranked.
+  const ranked = db.selectFrom('idempotency_keys')
+    .select(['user_id', 'key', (eb) => eb.fn.agg<number>('row_number').over((ob) => ob.partitionBy('user_id').orderBy('created_at', 'desc')).as('n')])
+    .where('user_id', 'in', (eb) => eb.selectFrom('idempotency_keys').select('user_id')
+      .groupBy('user_id')
+      .having((eb) => eb.fn.countAll(), '>', maxPerUser))
+    .as('ranked')
+  const evicted = await db.deleteFrom('idempotency_keys')
+    .using(ranked)
+    .whereRef('idempotency_keys.user_id', '=', 'ranked.user_id')
+    .whereRef('idempotency_keys.key', '=', 'ranked.key')
+    .where('ranked.n', '>', maxPerUser)
+    .where((eb) => eb.not(isRunning(eb)))
+    .executeTakeFirst()
+  return { expired: Number(expired.numDeletedRows), evicted: Number(evicted.numDeletedRows) }
 }

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { sql } from 'kysely'
 import t from 'tap'
-import { purgeExpiredIdempotencyKeys } from '../db/idempotency.js'
+import { purgeIdempotencyKeys } from '../db/idempotency.js'
 import { build, json, registerUser, sharedApp, type TestUser } from './helper.js'
 import { startStripeStandIn } from './stripe-stand-in.js'
 
@@ -105,7 +105,7 @@ t.test('keys are per user: another user\'s request with the same key and body is
   t.equal(await count(app, 'tasks', bob.id), 1)
 })
 
-t.test('a kept answer lasts 24 hours: after that the key runs the request again, and the purge deletes it', async (t) => {
+t.test('a kept answer lasts 24 hours: after that the key runs the request again, and the housekeeping deletes it', async (t) => {
   const user = await registerUser(app)
   const key = randomUUID()
   const first = await postTask(user, key)
@@ -124,7 +124,7 @@ t.test('a kept answer lasts 24 hours: after that the key runs the request again,
   t.equal(replayed(await postTask(user, key)), 'true', 'and the new answer is kept')
 
   await ageKeys(25)
-  t.ok(await purgeExpiredIdempotencyKeys(app.db) >= 1)
+  t.ok((await purgeIdempotencyKeys(app.db, app.config.IDEMPOTENCY_KEYS_PER_USER)).expired >= 1)
   t.equal(await count(app, 'idempotency_keys', user.id), 0, 'purged')
 })
 
@@ -162,20 +162,27 @@ t.test('a request refused before it runs keeps nothing: its key stays free', asy
   t.equal(replayed(valid), undefined)
 })
 
-t.test('the keys a user keeps are bounded: the oldest are forgotten first', async (t) => {
+t.test('the keys a user keeps are bounded: the housekeeping forgets the oldest first, never one still running', async (t) => {
   const bounded = await build(t, { IDEMPOTENCY_KEYS_PER_USER: '3' })
-  const user = await registerUser(bounded)
-  const keys = ['k1', 'k2', 'k3', 'k4', 'k5']
-  for (const [i, key] of keys.entries()) {
+  const [user, light] = [await registerUser(bounded), await registerUser(bounded)]
+  const record = (key: string) => bounded.db.updateTable('idempotency_keys').where('user_id', '=', user.id).where('key', '=', key)
+  for (const [i, key] of ['k1', 'k2', 'k3', 'k4', 'k5', 'k6'].entries()) {
     t.equal((await postTask(user, key, { title: `Task ${i}` }, bounded)).statusCode, 201)
     // Distinct creation times, so "oldest" is well defined.
-    await bounded.db.updateTable('idempotency_keys').set({ created_at: sql`now() - ${`${10 - i} minutes`}::interval` })
-      .where('user_id', '=', user.id).where('key', '=', key).execute()
+    await record(key).set({ created_at: sql`now() - ${`${10 - i} minutes`}::interval` }).execute()
   }
+  // k1 as a request still running elsewhere holds it, k2 as a failed attempt leaves it (free).
+  await record('k1').set({ response_status: null, response_body: null, locked_until: sql`now() + interval '1 minute'`, lease_token: 'running' }).execute()
+  await record('k2').set({ response_status: null, response_body: null, locked_until: null }).execute()
+  for (const key of ['a', 'b', 'c']) await postTask(light, key, { title: key }, bounded)
+
+  t.same(await purgeIdempotencyKeys(bounded.db, bounded.config.IDEMPOTENCY_KEYS_PER_USER), { expired: 0, evicted: 2 })
   const kept = await bounded.db.selectFrom('idempotency_keys').select('key').where('user_id', '=', user.id).orderBy('key').execute()
-  t.same(kept.map((row) => row.key), ['k3', 'k4', 'k5'])
-  t.equal(replayed(await postTask(user, 'k5', { title: 'Task 4' }, bounded)), 'true', 'a recent key still replays')
-  t.equal(await count(bounded, 'tasks', user.id), 5)
+  t.same(kept.map((row) => row.key), ['k1', 'k4', 'k5', 'k6'], 'the newest three, and the running k1; k2 and k3 forgotten')
+  t.equal(await count(bounded, 'idempotency_keys', light.id), 3, 'a user within the bound keeps every key')
+  t.equal(replayed(await postTask(user, 'k4', { title: 'Task 3' }, bounded)), 'true', 'a recent key still replays')
+  t.equal(replayed(await postTask(user, 'k3', { title: 'Task 2' }, bounded)), undefined, 'a forgotten key runs again')
+  t.equal(await count(bounded, 'tasks', user.id), 7)
 })
 
 t.test('the OpenAPI document describes the header, the replay header and the 409 and 422 answers', async (t) => {

@@ -19,7 +19,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifySchema, Rout
 import type { Kysely } from 'kysely'
 import { Type } from 'typebox'
 import {
-  claimIdempotencyKey, completeIdempotencyKey, findIdempotencyRecord, lockIdempotencyKey, purgeExpiredIdempotencyKeys,
+  claimIdempotencyKey, completeIdempotencyKey, findIdempotencyRecord, lockIdempotencyKey, purgeIdempotencyKeys,
   releaseIdempotencyKey, storeIdempotentAnswer, type IdempotencyRecord
 } from '../../db/idempotency.js'
 import type { Database } from '../../db/types.js'
@@ -52,7 +52,7 @@ declare module 'fastify' {
 }
 
 const REPLAYED_HEADER = 'idempotent-replayed'
-/** How often each instance deletes the records past their 24 hours. */
+/** How often each instance deletes the records past their 24 hours, and each user's beyond the bound. */
 const PURGE_INTERVAL_MS = 10 * 60_000
 
 type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown
@@ -160,7 +160,7 @@ export default fp(async function idempotency (fastify) {
             withTransaction[kTransaction] = null
           }
           const answer = answerOf(reply, payload)
-          if (isKept(answer.status) && !await storeIdempotentAnswer(tx, { userId, key, requestHash, ...answer, maxPerUser })) throw new LostRace()
+          if (isKept(answer.status) && !await storeIdempotentAnswer(tx, { userId, key, requestHash, ...answer })) throw new LostRace()
           return { replay: null, payload }
         })
         return outcome.replay === null ? outcome.payload : replay(reply, outcome.replay)
@@ -177,7 +177,7 @@ export default fp(async function idempotency (fastify) {
     const userId = request.user.id
     const requestHash = requestFingerprint(request.method, request.routeOptions.url ?? '', request.body)
     const token = randomUUID()
-    const claimed = await claimIdempotencyKey(db, { userId, key, requestHash, token, leaseMs, maxPerUser })
+    const claimed = await claimIdempotencyKey(db, { userId, key, requestHash, token, leaseMs })
     if (claimed === undefined) {
       const { replay: answer } = decide(await findIdempotencyRecord(db, userId, key), requestHash)
       // Free again by now (the holder failed, or its record was purged): the client's retry takes it.
@@ -220,13 +220,14 @@ export default fp(async function idempotency (fastify) {
     route.handler = (mode === 'transaction' ? inTransaction(handler) : underLease(handler)) as RouteOptions['handler']
   })
 
-  // Expired records count as absent already; the purge only gives their space back. One small
-  // job per instance, until scheduled jobs have a home of their own.
+  // Expired records count as absent already; the purge gives their space back and holds each
+  // user to IDEMPOTENCY_KEYS_PER_USER. One small job per instance, until scheduled jobs have a
+  // home of their own.
   let timer: NodeJS.Timeout | undefined
   let purging: Promise<void> | undefined
   const purge = () => {
-    purging ??= purgeExpiredIdempotencyKeys(db)
-      .then((count) => { if (count > 0) log.info({ count }, 'expired idempotency keys purged') })
+    purging ??= purgeIdempotencyKeys(db, maxPerUser)
+      .then((purged) => { if (purged.expired + purged.evicted > 0) log.info(purged, 'idempotency keys purged') })
       .catch((err: unknown) => { log.warn({ err }, 'purging expired idempotency keys failed: trying again later') })
       .finally(() => { purging = undefined })
   }
