@@ -9,7 +9,7 @@ import { prepareQuery } from './prepared.js'
 import type { Database } from './types.js'
 
 /** How long a key's answer is kept (Stripe's 24 hours). */
-export const KEY_LIFETIME_HOURS = 24
+const KEY_LIFETIME_HOURS = 24
 
 const LIFETIME = sql.raw(`interval '${KEY_LIFETIME_HOURS} hours'`)
 
@@ -185,7 +185,7 @@ export async function releaseIdempotencyKey (db: Kysely<Database>, held: { userI
 /**
  * Housekeeping: deletes the records past their lifetime, and each user's beyond the newest
  * `maxPerUser`, except those a request holds. Kept off the request path, where counting a
- * user's records on every write cost more than the writes (bench/README.md).
+ * user's records on every keyed write slowed it as they piled up.
  */
 export async function purgeIdempotencyKeys (db: Kysely<Database>, maxPerUser: number): Promise<{ expired: number, evicted: number }> {
   const expired = await db.deleteFrom('idempotency_keys')

@@ -228,7 +228,7 @@ export default fp(async function idempotency (fastify) {
   const purge = () => {
     purging ??= purgeIdempotencyKeys(db, maxPerUser)
       .then((purged) => { if (purged.expired + purged.evicted > 0) log.info(purged, 'idempotency keys purged') })
-      .catch((err: unknown) => { log.warn({ err }, 'purging expired idempotency keys failed: trying again later') })
+      .catch((err: unknown) => { log.warn({ err }, 'purging idempotency keys failed: trying again later') })
       .finally(() => { purging = undefined })
   }
   fastify.addHook('onReady', async () => { timer = setInterval(purge, PURGE_INTERVAL_MS).unref() })
