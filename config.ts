@@ -83,6 +83,11 @@ export const ConfigSchema = Type.Object({
   BCRYPT_ROUNDS: Type.Integer({ minimum: 4, maximum: 16, default: 12, errorMessage: 'must be an integer from 4 to 16' }),
   BCRYPT_WORKERS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' })),
   BCRYPT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }),
+  // Idempotency-Key answers kept per user (plugins/app/idempotency.ts): beyond it a user's
+  // oldest are forgotten before their 24 hours, by the housekeeping every 10 minutes. A retry
+  // comes within seconds or minutes: 1,000 covers a client creating a task every 10 s all day,
+  // or one a second for a quarter of an hour, at ~1 KB a row.
+  IDEMPOTENCY_KEYS_PER_USER: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1000, errorMessage: 'must be an integer from 1 to 1000000' }),
   // Email (plugins/app/mailer.ts): unset SMTP_URL logs each message outside production and
   // keeps them queued in production. The sender polls the outbox every EMAIL_POLL_INTERVAL_MS
   // (and at once after a commit that queued mail), retries a failed message after

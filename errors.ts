@@ -30,8 +30,10 @@ export const ERROR_CATALOG = {
   EMAIL_ALREADY_VERIFIED: [409, 'Email already verified'],
   PASSWORD_CHANGE_CONFLICT: [409, 'The password was changed by another request'],
   SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
+  IDEMPOTENCY_KEY_IN_USE: [409, 'A request with this Idempotency-Key is still running'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
+  IDEMPOTENCY_KEY_REUSED: [422, 'This Idempotency-Key was used for a different request'],
   // Refused by the HTTP layer before any route runs (plugins/errors.ts, clientErrorHandler and frameworkErrors).
   REQUEST_TIMEOUT: [408, 'Request timeout'],
   URI_TOO_LONG: [414, 'URI too long'],
@@ -74,6 +76,8 @@ export const SubscriptionAlreadyActiveError = appError('SUBSCRIPTION_ALREADY_ACT
 export const NoBillingAccountError = appError('NO_STRIPE_CUSTOMER')
 export const NoActiveSubscriptionError = appError('NO_ACTIVE_SUBSCRIPTION')
 export const InvalidSignatureError = appError('INVALID_SIGNATURE')
+export const IdempotencyKeyInUseError = appError('IDEMPOTENCY_KEY_IN_USE')
+export const IdempotencyKeyReusedError = appError('IDEMPOTENCY_KEY_REUSED')
 export const RateLimitedError = appError('RATE_LIMITED')
 export const ServiceUnavailableError = appError('SERVICE_UNAVAILABLE')
 /** Shed at once because the service is overloaded (a bounded queue is full, or the event

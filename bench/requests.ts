@@ -1,6 +1,6 @@
 // What each scenario sends: autocannon request sets that rotate through the seeded users'
 // tokens, the writers' tasks, signed webhook deliveries and sign-ins.
-import { randomBytes } from 'node:crypto'
+import { randomBytes, randomUUID } from 'node:crypto'
 import type { Accounts } from './accounts.js'
 import type { Request } from './load.js'
 import type { Settings } from './options.js'
@@ -9,7 +9,7 @@ import { emailOf, PASSWORD } from './seed.js'
 import { DeliveryPool } from './webhooks.js'
 
 /** The service's scenarios, in the order they run. */
-export const SCENARIOS = ['health', 'tasks.list', 'tasks.list.filtered', 'tasks.create', 'tasks.update', 'preferences.get', 'webhook', 'login'] as const
+export const SCENARIOS = ['health', 'tasks.list', 'tasks.list.filtered', 'tasks.create', 'tasks.create.keyed', 'tasks.update', 'preferences.get', 'webhook', 'login'] as const
 export type ScenarioName = typeof SCENARIOS[number]
 
 /** How a scenario's run differs: sign-ins queue behind bcrypt, so no warm-up (it would leave a queue behind) and a long timeout. */
@@ -54,6 +54,12 @@ export class RequestSets {
         const next = rotate(writerEmails.map(token))
         const body = JSON.stringify({ title: 'Benchmark task', description: 'Created by npm run bench', dueDate: '2026-12-01T09:00:00Z' })
         return [{ method: 'POST', path: '/tasks', body, setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...JSON_HEADERS, ...bearer(next()) } }) }]
+      }
+      case 'tasks.create.keyed': {
+        // As tasks.create, each request with an Idempotency-Key of its own (a first request, never a replay).
+        const next = rotate(writerEmails.map(token))
+        const body = JSON.stringify({ title: 'Benchmark task', description: 'Created by npm run bench', dueDate: '2026-12-01T09:00:00Z' })
+        return [{ method: 'POST', path: '/tasks', body, setupRequest: (req) => ({ ...req, headers: { ...req.headers, ...JSON_HEADERS, ...bearer(next()), 'idempotency-key': randomUUID() } }) }]
       }
       case 'tasks.update': {
         const pairs = writerEmails.flatMap((email, w) => (writerTasks[w] ?? []).map((id) => ({ token: token(email), id })))

@@ -148,12 +148,14 @@ async function applyPlanned (db: Kysely<Database>, log: FastifyBaseLogger, { tar
  * live. The provider customer is created once and stored before the session. Of the user's
  * checkouts only the newest can be paid: the one it replaces (opened earlier, or by a
  * concurrent request) is expired. Should that fail, the new session still stands: the
- * webhook cancels a second subscription if the old one is paid after all.
+ * webhook cancels a second subscription if the old one is paid after all. With an
+ * `idempotencyKey` (a retried request's), the provider answers a repeat with the session it
+ * opened the first time, which is then the stored one already and stays open.
  */
 export async function startCheckout (
   { db, payments, log }: BillingContext,
   user: { id: string, email: string },
-  session: { priceId: string, successUrl: string, cancelUrl: string }
+  session: { priceId: string, successUrl: string, cancelUrl: string, idempotencyKey?: string }
 ): Promise<{ url: string, sessionId: string }> {
   payments.ensureConfigured()
   const preferences = await getOrCreatePreferences(db, user.id)
@@ -162,7 +164,7 @@ export async function startCheckout (
     await linkCustomer(db, user.id, await payments.createCustomer({ id: user.id, email: user.email }))
   const opened = await payments.createCheckoutSession({ customerId, userId: user.id, ...session })
   const previous = await replaceOpenCheckoutSession(db, user.id, opened.sessionId)
-  if (previous !== null) {
+  if (previous !== null && previous !== opened.sessionId) {
     await payments.expireCheckoutSession(previous).catch((err: unknown) => {
       log.warn({ err, checkoutSessionId: previous }, 'could not expire the previous checkout session')
     })
@@ -170,12 +172,15 @@ export async function startCheckout (
   return opened
 }
 
-/** The provider's billing portal for the user; 404 before they have a provider customer. */
-export async function openBillingPortal ({ db, payments }: BillingContext, userId: string): Promise<string> {
+/**
+ * The provider's billing portal for the user; 404 before they have a provider customer. With
+ * an `idempotencyKey` (a retried request's), a repeat gets the same portal session.
+ */
+export async function openBillingPortal ({ db, payments }: BillingContext, userId: string, options: { idempotencyKey?: string } = {}): Promise<string> {
   payments.ensureConfigured()
   const { payment_customer_id: customerId } = await getOrCreatePreferences(db, userId)
   if (customerId === null) throw new NoBillingAccountError()
-  return payments.createPortalSession(customerId)
+  return payments.createPortalSession(customerId, options)
 }
 
 /** The stored subscription (the webhooks keep it current); no provider call. */

@@ -146,6 +146,20 @@ export interface EmailTokensTable {
   created_at: Timestamp
 }
 
+export interface IdempotencyKeysTable {
+  user_id: string
+  /** The client's Idempotency-Key, as sent. */
+  key: string
+  /** SHA-256 (hex) of the method, the route and the canonical body. */
+  request_hash: string
+  /** The stored answer; null while a request holds the key, or after one failed. */
+  response_status: number | null
+  response_body: string | null
+  locked_until: NullableTimestamp
+  lease_token: string | null
+  created_at: Timestamp
+}
+
 export interface Database {
   users: UsersTable
   user_preferences: UserPreferencesTable
@@ -156,6 +170,7 @@ export interface Database {
   billing_provider_actions: BillingProviderActionsTable
   email_outbox: EmailOutboxTable
   email_tokens: EmailTokensTable
+  idempotency_keys: IdempotencyKeysTable
 }
 
 export type UserRow = Selectable<UsersTable>

@@ -20,6 +20,21 @@ export type ErrorMessage = string | Partial<Record<'required' | 'minLength' | 'm
 export const Nullable = <T extends TSchema & { type: string }>(schema: T, description?: string) =>
   Type.Unsafe<Static<T> | null>({ ...schema, type: [schema.type, 'null'], ...(description !== undefined && { description }) })
 
+/**
+ * The Idempotency-Key request header (plugins/app/idempotency.ts): what Stripe accepts (up to
+ * 255 characters), as visible ASCII, so a key is never changed by a header's encoding, trimming
+ * or the ", " that joins a repeated header.
+ */
+export const IdempotencyKey = Type.String({
+  minLength: 1,
+  maxLength: 255,
+  pattern: '^[!-~]+$',
+  errorMessage: 'Must be 1 to 255 visible ASCII characters, without spaces',
+  description: 'Makes a retry safe: a repeat with the same key and body within 24 hours gets the first answer ' +
+    '(`Idempotent-Replayed: true`) instead of running again. A random UUID per operation, for example.',
+  examples: ['8e03978e-40d5-43e8-bc93-6894a57f9324']
+})
+
 export const Timestamp = Type.String({ format: 'date-time', description: 'ISO-8601 date-time' })
 export const NullableTimestamp = Nullable(Timestamp)
 
@@ -56,7 +71,8 @@ export const Success = <T extends TSchema>(data: T, options: { $id?: string, des
 
 export const NullSuccess = Success(Type.Null())
 
-const errorDescriptions = {
+/** What an error status means, where a route does not say it in its own words. */
+export const ERROR_DESCRIPTIONS = {
   400: 'Validation failed, malformed JSON or a refused field or parameter',
   401: 'Missing, invalid, expired or revoked token, or wrong credentials',
   403: 'Forbidden',
@@ -64,16 +80,17 @@ const errorDescriptions = {
   409: 'Conflict with the stored state',
   413: 'Payload too large',
   415: 'Unsupported media type',
+  422: 'The Idempotency-Key was used for a different request (`IDEMPOTENCY_KEY_REUSED`)',
   429: 'Too many requests (see Retry-After)',
   500: 'Internal server error',
   502: 'Payment provider error',
   503: 'Service unavailable: database unreachable, overloaded (see Retry-After), shutting down, or billing not configured'
 } as const
 
-export type ErrorStatus = keyof typeof errorDescriptions
+export type ErrorStatus = keyof typeof ERROR_DESCRIPTIONS
 
 /** The error envelope at each of these statuses. */
 export function errorResponses (...statuses: ErrorStatus[]) {
-  return Object.fromEntries(statuses.map((status) => [status, { ...ref(ErrorResponse), description: errorDescriptions[status] }])) as
+  return Object.fromEntries(statuses.map((status) => [status, { ...ref(ErrorResponse), description: ERROR_DESCRIPTIONS[status] }])) as
     unknown as Record<ErrorStatus, ReturnType<typeof ref<typeof ErrorResponse>>>
 }

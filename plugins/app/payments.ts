@@ -18,8 +18,10 @@ export interface Payments {
   ensureConfigured: () => void
   priceIds: readonly string[]
   createCustomer: (user: { id: string, email: string }) => Promise<string>
-  createCheckoutSession: (args: { customerId: string, priceId: string, userId: string, successUrl: string, cancelUrl: string }) => Promise<{ url: string, sessionId: string }>
-  createPortalSession: (customerId: string) => Promise<string>
+  /** `idempotencyKey`: the same on a retry of one request, which then gets the same session (default: a new one per call). */
+  createCheckoutSession: (args: { customerId: string, priceId: string, userId: string, successUrl: string, cancelUrl: string, idempotencyKey?: string }) => Promise<{ url: string, sessionId: string }>
+  /** `idempotencyKey`: as for createCheckoutSession. */
+  createPortalSession: (customerId: string, options?: { idempotencyKey?: string }) => Promise<string>
   /** The subscription as the provider has it now; null when the provider has no such subscription. */
   retrieveSubscription: (subscriptionId: string) => Promise<ProviderSubscription | null>
   cancelAtPeriodEnd: (subscriptionId: string) => Promise<ProviderSubscription>
@@ -129,7 +131,7 @@ export default fp(async function payments (fastify) {
       return customer.id
     }),
 
-    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl }) => call(log, 'checkout.sessions.create', async () => {
+    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl, idempotencyKey }) => call(log, 'checkout.sessions.create', async () => {
       const session = await stripe.checkout.sessions.create({
         mode: 'subscription',
         customer: customerId,
@@ -139,13 +141,14 @@ export default fp(async function payments (fastify) {
         subscription_data: { metadata: { userId } },
         success_url: successUrl,
         cancel_url: cancelUrl
-      }, { idempotencyKey: randomUUID() })
+      }, { idempotencyKey: idempotencyKey === undefined ? randomUUID() : `checkout-session-${idempotencyKey}` })
       if (!session.url) throw new Stripe.errors.StripeAPIError({ message: 'checkout session without url' })
       return { url: session.url, sessionId: session.id }
     }),
 
-    createPortalSession: (customerId) => call(log, 'billingPortal.sessions.create', async () => {
-      const session = await stripe.billingPortal.sessions.create({ customer: customerId, return_url: appUrl }, { idempotencyKey: randomUUID() })
+    createPortalSession: (customerId, options = {}) => call(log, 'billingPortal.sessions.create', async () => {
+      const session = await stripe.billingPortal.sessions.create({ customer: customerId, return_url: appUrl },
+        { idempotencyKey: options.idempotencyKey === undefined ? randomUUID() : `portal-session-${options.idempotencyKey}` })
       return session.url
     }),
 

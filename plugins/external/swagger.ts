@@ -2,6 +2,7 @@
 import swagger, { type SwaggerOptions } from '@fastify/swagger'
 import type { FastifyInstance } from 'fastify'
 import type { OpenAPIV3_1 as OpenApi } from 'openapi-types'
+import { ERROR_DESCRIPTIONS } from '../../schemas/common.js'
 
 export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
   openapi: {
@@ -48,6 +49,7 @@ const ERROR_RESPONSE_NAMES: Record<string, string> = {
   409: 'Conflict',
   413: 'PayloadTooLarge',
   415: 'UnsupportedMediaType',
+  422: 'UnprocessableContent',
   429: 'TooManyRequests',
   500: 'InternalServerError',
   502: 'BadGateway',
@@ -57,7 +59,8 @@ const ERROR_ENVELOPE = '#/components/schemas/ErrorResponse'
 
 /**
  * The error envelope at one status reads the same on every operation: it is listed once
- * under components.responses and referenced, as a hand-written document would.
+ * under components.responses and referenced, as a hand-written document would. One an
+ * operation describes in its own words (an idempotent route's 409) stays where it is.
  */
 function shareErrorResponses (document: OpenApi.Document): OpenApi.Document {
   const shared: Record<string, OpenApi.ResponseObject> = {}
@@ -66,7 +69,8 @@ function shareErrorResponses (document: OpenApi.Document): OpenApi.Document {
       for (const [status, response] of Object.entries(operation.responses ?? {})) {
         const name = ERROR_RESPONSE_NAMES[status]
         const schema = (response as OpenApi.ResponseObject).content?.['application/json']?.schema as { $ref?: string } | undefined
-        if (name === undefined || schema?.$ref !== ERROR_ENVELOPE) continue
+        const standard = ERROR_DESCRIPTIONS[Number(status) as keyof typeof ERROR_DESCRIPTIONS]
+        if (name === undefined || schema?.$ref !== ERROR_ENVELOPE || (response as OpenApi.ResponseObject).description !== standard) continue
         shared[name] ??= response as OpenApi.ResponseObject
         operation.responses![status] = { $ref: `#/components/responses/${name}` }
       }

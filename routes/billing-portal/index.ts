@@ -6,6 +6,8 @@ import { errorResponses, Success } from '../../schemas/common.js'
 
 const billingPortal: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('', {
+    // With an Idempotency-Key, a retry opens the same portal session.
+    config: { idempotent: 'lease' },
     schema: {
       tags: ['billing'],
       operationId: 'createBillingPortalSession',
@@ -14,7 +16,8 @@ const billingPortal: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Success(RedirectUrl), ...errorResponses(404, 502) }
     }
   }, async (request) => {
-    const url = await openBillingPortal({ db: fastify.db, payments: fastify.payments, log: request.log }, request.user.id)
+    const url = await openBillingPortal({ db: fastify.db, payments: fastify.payments, log: request.log }, request.user.id,
+      { idempotencyKey: request.idempotentRequestId ?? undefined })
     return { success: true as const, data: { url } }
   })
 }

@@ -19,6 +19,8 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
   const returnUrls = (body: Static<typeof CheckoutBody>) => ({ successUrl: body.successUrl ?? defaults.successUrl, cancelUrl: body.cancelUrl ?? defaults.cancelUrl })
 
   fastify.post('', {
+    // With an Idempotency-Key, a retry gets the same checkout session, never a second one.
+    config: { idempotent: 'lease' },
     schema: {
       tags: ['billing'],
       operationId: 'createCheckoutSession',
@@ -38,7 +40,8 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
       ...(['successUrl', 'cancelUrl'] as const).filter((field) => !ownOrigin(request.body[field])).map((field) => `Must be a URL on APP_URL or CORS_ORIGINS - ${field}`)
     ]
     if (details.length > 0) throw new ValidationError(details)
-    const session = await startCheckout({ db, payments, log: request.log }, request.user, { priceId, ...returnUrls(request.body) })
+    const session = await startCheckout({ db, payments, log: request.log }, request.user,
+      { priceId, ...returnUrls(request.body), idempotencyKey: request.idempotentRequestId ?? undefined })
     return { success: true as const, data: session }
   })
 }

@@ -31,6 +31,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.post('', {
+    // With an Idempotency-Key, the task and the kept answer commit together (request.db).
+    config: { idempotent: 'transaction' },
     schema: {
       tags: ['tasks'],
       operationId: 'createTask',
@@ -39,8 +41,9 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 201: ref(TaskResponse) }
     }
   }, async (request, reply) => {
-    const task = await createTask(db, request.user.id, request.body)
-    return reply.code(201).send({ success: true, data: task })
+    const task = await createTask(request.db, request.user.id, request.body)
+    reply.code(201)
+    return { success: true as const, data: task }
   })
 
   fastify.get('/:id', {

@@ -1,6 +1,6 @@
 // The stand-in's HTTP side: reads and records each request, holds the ones it was told to
 // (a slow provider), answers the failures it was told to, checks the API key, replays
-// idempotent POSTs, and writes Stripe's responses.
+// idempotent POSTs (and refuses a repeat while the first still runs), and writes Stripe's responses.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import Stripe from 'stripe'
@@ -40,6 +40,17 @@ function take<T extends RequestMatch> (list: T[], method: string, path: string, 
   return index === -1 ? undefined : list.splice(index, 1)[0]
 }
 
+/** A request as read and recorded; `headers` are those of its answer. */
+interface Incoming {
+  method: string
+  path: string
+  params: Obj
+  headers: Record<string, string>
+  requestId: string
+  idempotencyKey: string | undefined
+  authorization: string | undefined
+}
+
 /** Answers one API request (throws ApiError for Stripe's error answers). */
 export type Route = (method: string, path: string, params: Obj) => Obj
 
@@ -72,6 +83,8 @@ function send (res: ServerResponse, status: number, body: string, headers: Recor
  */
 export async function serve (route: Route, calls: RecordedCall[], failures: PendingFailure[], holds: PendingHold[]): Promise<{ url: string, close: () => Promise<void> }> {
   const idempotent = new Map<string, { method: string, path: string, fingerprint: string, status: number, body: string }>()
+  /** Keys of the requests being carried out (held, or running) now. */
+  const inFlight = new Set<string>()
   const held = new Set<ServerResponse>()
   const holding = new Set<PendingHold>()
   let closing = false
@@ -98,6 +111,25 @@ export async function serve (route: Route, calls: RecordedCall[], failures: Pend
     if (authorization !== undefined) call.authorization = authorization
     calls.push(call)
 
+    // Stripe answers a keyed request while another with its key is still being carried out
+    // with 409 `idempotency_key_in_use` (stripe-node retries a 409), never running it twice.
+    const keyed = idempotencyKey !== undefined && method === 'POST' ? idempotencyKey : undefined
+    if (keyed !== undefined && inFlight.has(keyed)) {
+      send(res, 409, JSON.stringify(new ApiError(409, 'invalid_request_error',
+        'There is currently another in-progress request using this idempotent key (that probably means you submitted twice, and the other request is still going through). Please try again later.',
+        { code: 'idempotency_key_in_use' }).body(requestId), null, 2), headers)
+      return
+    }
+    if (keyed !== undefined) inFlight.add(keyed)
+    try {
+      await carryOut(res, { method, path, params, headers, requestId, idempotencyKey, authorization })
+    } finally {
+      if (keyed !== undefined) inFlight.delete(keyed)
+    }
+  }
+
+  /** Holds, fails or answers a recorded request. */
+  async function carryOut (res: ServerResponse, { method, path, params, headers, requestId, idempotencyKey, authorization }: Incoming): Promise<void> {
     const hold = take(holds, method, path, (entry) => entry.state === 'waiting')
     if (hold !== undefined) {
       // Like a slow provider: the request is carried out when released, whether or not the
