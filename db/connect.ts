@@ -5,6 +5,7 @@
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { Kysely, PostgresDialect } from 'kysely'
+import { MigrationLockAdapter } from './migrate.js'
 import pg from 'pg'
 import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
 import { statementName } from './statement-name.js'
@@ -130,7 +131,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     // transaction mode they hold too: it keeps each client's TimeZone and DateStyle and sets
     // them on whichever server session runs its next transaction.
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+    const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }) })
     const poolStats = (): PoolStats => ({
       inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max
     })
@@ -170,6 +171,11 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   })
   const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
   return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, close: () => db.destroy() }
+}
+
+/** PostgreSQL with the migration lock that holds through a pooler (db/migrate.ts says why). */
+class ServiceDialect extends PostgresDialect {
+  override createAdapter () { return new MigrationLockAdapter() }
 }
 
 // PostgreSQL settings of the embedded database. shared_buffers: PostgreSQL touches all of

@@ -3,15 +3,20 @@
 // timeout on the database) and, for each way to get it wrong, a start-up that stops with one
 // line saying what to set, instead of a service that does not start with a stack trace, runs
 // with no statement timeout, or answers every other request 500.
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
 import { sql } from 'kysely'
 import t from 'tap'
 import { build, json, registerUser, serverDatabase, testConfig, TEST_SECRET } from '../helper.js'
 import { startPgBouncer } from '../fleet/pgbouncer.js'
+import { ROOT } from '../paths.js'
 import { freePort, startServer } from './process.js'
 
 interface Teardown { teardown: (fn: () => unknown) => void }
 
 const stock = await startPgBouncer(t)
+// Few server sessions for many clients, as a busy pooler has: sessions change hands all the time.
+const narrow = await startPgBouncer(t, { poolSize: 2 })
 const ignoring = await startPgBouncer(t, { ignoreStartupParameters: ['statement_timeout'] })
 
 /** server.ts as a process: its exit code and everything it printed. */
@@ -72,6 +77,25 @@ t.test('DATABASE_POOLER=transaction with named statements on: refused, since PgB
   const { code, output } = await startUp({ DATABASE_URL: stock.url(name), DATABASE_POOLER: 'transaction' })
   t.equal(code, 1, 'exits 1')
   t.equal(output, 'Database: named prepared statements do not survive from one transaction to the next on these connections (a pooler in transaction mode, such as PgBouncer before 1.21 or without max_prepared_statements): set DATABASE_PREPARED_STATEMENTS=false (docs/operations.md, "PgBouncer")')
+})
+
+t.test('instances starting at once through the pooler migrate once, and leave no migration lock behind', async (t) => {
+  const { name, admin } = await serverDatabase(t, 'pgb_migrate')
+  await admin.query(`alter database ${name} set statement_timeout = 15000`)
+  const env = { DATABASE_URL: narrow.url(name), DATABASE_POOLER: 'transaction', DATABASE_PREPARED_STATEMENTS: 'false' }
+  // The first round migrates the empty database; every start takes the lock.
+  for (let round = 1; round <= 3; round++) {
+    await t.test(`round ${round}: five at once`, async (t) => {
+      const apps = await Promise.all(Array.from({ length: 5 }, () => app(t, env)))
+      const ready = await Promise.all(apps.map(async (started) => (await started.inject({ method: 'GET', url: '/ready' })).statusCode))
+      t.same(ready, [200, 200, 200, 200, 200], 'all ready')
+      const { rows } = await admin.query('select count(*)::int as n from pg_locks l join pg_database d on d.oid = l.database where l.locktype = \'advisory\' and d.datname = $1', [name])
+      t.equal(rows[0].n, 0, 'no advisory lock left on any server session')
+    })
+  }
+  const later = await app(t, env)
+  const migrated = await later.db.selectFrom('kysely_migration' as never).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()
+  t.equal(Number(migrated.n), readdirSync(join(ROOT, 'db/migrations')).length, 'every migration recorded once')
 })
 
 t.test('the working combination: DATABASE_POOLER=transaction, named statements off, the timeout on the database', async (t) => {
