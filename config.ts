@@ -105,9 +105,10 @@ export const ConfigSchema = Type.Object({
   // `Connection: close`, so the load balancer takes the instance out of its rotation, and
   // lets go of its kept-alive connections, before the port closes. It must cover the
   // balancer's checks: deploy/haproxy.cfg checks every 500 ms and takes an instance out after
-  // 2 failures, so within about 1 s; 2 s leaves as much again for a slow check. (An instance
-  // that closed at once was sent 270-360 requests per restart on a closed port.) SIGINT
-  // (Ctrl-C) closes at once.
+  // 2 failures, so within about 1 s; 2 s leaves as much again for a slow check. While requests
+  // still arrive after it the drain goes on, up to three times as long (graceful-close.ts).
+  // (An instance that closed at once was sent 270-360 requests per restart on a closed port.)
+  // SIGINT (Ctrl-C) closes at once.
   SHUTDOWN_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 300_000, default: 2000, errorMessage: 'must be milliseconds from 0 to 300000' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
   // GET /metrics (Prometheus text, docs/operations.md): on a port of its own, and/or on the main

@@ -28,9 +28,10 @@ app.register(fp(serviceApp), { config })
 
 // SIGTERM is how orchestrators, process managers and deploy scripts stop an instance that a
 // balancer may still be sending work to; SIGINT is a person at a terminal, and an error leaves
-// nothing worth serving on. The 10 s bound on closing starts after the drain.
+// nothing worth serving on. The 10 s bound on closing starts after the longest drain (three
+// times SHUTDOWN_DRAIN_MS while requests keep coming: plugins/app/graceful-close.ts).
 const drainMs = config.SHUTDOWN_DRAIN_MS
-const grace = closeWithGrace({ delay: drainMs + 10_000 }, async ({ signal, err }) => {
+const grace = closeWithGrace({ delay: 3 * drainMs + 10_000 }, async ({ signal, err }) => {
   if (err) app.log.error({ err }, 'closing because of an error')
   else app.log.info({ signal, drainMs: signal === 'SIGTERM' ? drainMs : 0 }, 'shutting down')
   if (signal === 'SIGTERM' && drainMs > 0) await app.drain(drainMs)

@@ -12,12 +12,12 @@ const PlainOk = { description: 'Plain text `OK`', content: { 'text/plain': { sch
 
 const health: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/health', {
-    config: { public: true, logRequest: false, rateLimit: false, needsDatabase: false, shedUnderPressure: false },
+    config: { public: true, probe: true, logRequest: false, rateLimit: false, needsDatabase: false, shedUnderPressure: false },
     schema: { tags: ['health'], operationId: 'health', summary: 'Liveness', querystring: AnyQuery, response: { 200: PlainOk } }
   }, async (_request, reply) => reply.type('text/plain; charset=utf-8').send('OK'))
 
   fastify.get('/ready', {
-    config: { public: true, logRequest: false, rateLimit: false },
+    config: { public: true, probe: true, logRequest: false, rateLimit: false },
     schema: { tags: ['health'], operationId: 'ready', summary: 'Readiness: the database answers', description: '503 while the database is unreachable, and from the moment the instance begins to shut down (it still serves other requests while the balancer moves away).', querystring: AnyQuery, response: { 200: PlainOk } }
   }, async (_request, reply) => {
     if (fastify.draining) throw new ServiceUnavailableError()

@@ -63,6 +63,28 @@ t.test('SIGTERM: /ready turns 503 at once, requests are still served (closing th
   t.match(server.output(), /"signal":"SIGTERM","drainMs":6000,"msg":"shutting down"/)
 })
 
+t.test('requests still arriving when the drain delay ends (a balancer whose checks are late) are served: the drain goes on until they stop', async (t) => {
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: '2000', RATE_LIMIT_MAX: '0', ...await testDatabaseEnv(t) })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  const agent = new Agent({ keepAlive: false })
+  t.teardown(() => agent.destroy())
+  server.child.kill('SIGTERM')
+  await until(async () => (await send(agent, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
+  // Work keeps coming for twice the drain delay; /ready checks alone would not hold it up.
+  const signalled = Date.now()
+  const statuses = new Map<number, number>()
+  while (Date.now() - signalled < 4000) {
+    const { status } = await send(agent, port, 'GET', '/auth/me')
+    statuses.set(status, (statuses.get(status) ?? 0) + 1)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.same([...statuses.keys()], [401], 'every request answered (401: no token), none refused', { statuses: Object.fromEntries(statuses) })
+  t.equal(server.child.exitCode, null, 'still running while they came')
+  t.equal(await server.exited, 0, 'then it exits cleanly once they stop', { output: server.output() })
+})
+
 t.test('SIGINT (Ctrl-C at a terminal) closes without the drain', async (t) => {
   const port = await freePort()
   // A drain as long as the setting allows: the test would time out waiting on it.
