@@ -5,6 +5,7 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort } from '../integration/process.js'
+import { track } from './children.js'
 
 export interface PgBouncer {
   port: number
@@ -55,7 +56,7 @@ export async function startPgBouncer (t: { teardown: (fn: () => unknown) => void
   ].join('\n'), { mode: 0o644 })
 
   const asRoot = process.getuid?.() === 0
-  const child = spawn(PGBOUNCER, [...(asRoot ? ['-u', 'nobody'] : []), join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = track(spawn(PGBOUNCER, [...(asRoot ? ['-u', 'nobody'] : []), join(dir, 'pgbouncer.ini')], { stdio: ['ignore', 'pipe', 'pipe'] }))
   let output = ''
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   child.stdout.on('data', (chunk) => { output += chunk })
