@@ -162,6 +162,9 @@ t.test('deploy/haproxy.cfg matches compose and the service\'s settings', async (
   t.equal(timeout('server'), defaults.CONNECTION_TIMEOUT_MS!.default, 'an answer may take as long as the instance allows')
   t.equal(timeout('client'), defaults.CONNECTION_TIMEOUT_MS!.default)
   t.ok(timeout('http-keep-alive') < defaults.KEEP_ALIVE_TIMEOUT_MS!.default!, 'idle connections end at the balancer first')
+  const maxconn = Number(/ maxconn (\d+)( |$)/.exec(check.input)?.[1])
+  t.ok(maxconn >= defaults.DATABASE_POOL_MAX!.default!, 'each instance is given at least as many requests at once as its database pool serves')
+  t.ok(timeout('queue') > 0, 'the rest wait in the balancer\'s queue, for a bounded time')
   t.same(line(/^retry-on (.*)$/).map((m) => m[1]), ['conn-failure empty-response'])
   t.same(line(/^http-request disable-l7-retry (.*)$/).map((m) => m[1]), ['unless METH_GET || METH_HEAD || { req.hdr(idempotency-key) -m found }'],
     'a POST that may have been done is retried only with an Idempotency-Key')
