@@ -55,6 +55,8 @@ export interface Haproxy {
   waitFor: (name: string, status: 'UP' | 'DOWN', timeoutMs?: number) => Promise<number>
   /** Its log lines for requests that did not end well (an error status, or a session cut short). */
   troubles: () => string[]
+  /** Those lines counted by instance, status and termination flags (e.g. `api-2 502 SH--`; `<NOSRV>`: no instance was up). */
+  troubleCounts: () => Record<string, number>
   stop: () => Promise<void>
 }
 
@@ -85,7 +87,7 @@ export async function startHaproxy (t: { teardown: (fn: () => unknown) => void }
       if (startup.length < 20_000) startup += line + '\n'
       // httplog: "… backend/server Tq/Tw/Tc/Tr/Ta status bytes - - FLAGS …": a 5xx, or a session
       // that did not end normally (its termination flags are not ----).
-      if (/ [1-5]\d\d \d+ - - /.test(line) && (/ 5\d\d \d+ - - /.test(line) || !/ \d{3} \d+ - - ---- /.test(line))) troubles.push(line)
+      if (/ (-1|[1-5]\d\d) \d+ - - /.test(line) && (/ (-1|5\d\d) \d+ - - /.test(line) || !/ \d{3} \d+ - - ---- /.test(line))) troubles.push(line)
     }
   }
   child.stdout.on('data', read)
@@ -121,5 +123,14 @@ export async function startHaproxy (t: { teardown: (fn: () => unknown) => void }
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`haproxy did not start: ${startup}`)
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  return { port, policy, servers: servers_, waitFor, troubles: () => troubles, stop }
+  const troubleCounts = () => {
+    const counts: Record<string, number> = {}
+    for (const line of troubles) {
+      const m = / api\/(\S+) \S+ (-1|\d{3}) \d+ - - (\S{4}) /.exec(line)
+      const key = m ? `${m[1]} ${m[2]} ${m[3]}` : 'other'
+      counts[key] = (counts[key] ?? 0) + 1
+    }
+    return counts
+  }
+  return { port, policy, servers: servers_, waitFor, troubles: () => troubles, troubleCounts, stop }
 }
