@@ -47,6 +47,14 @@ export const ConfigSchema = Type.Object({
   // takes milliseconds; the second covers a busy event loop) and the connection is kept.
   DATABASE_QUERY_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 900_000, errorMessage: 'must be milliseconds from 100 to 900000' })),
   DATABASE_PREPARED_STATEMENTS: Type.Boolean({ default: true, errorMessage: 'must be true or false' }),
+  // What stands between the service and PostgreSQL (db/pooler-check.ts). `none`: PostgreSQL itself
+  // or a proxy that keeps each connection's session; the statement timeout is sent when each
+  // connection opens. `transaction`: a pooler in transaction mode (PgBouncer's pool_mode =
+  // transaction), which refuses or drops that start-up parameter and hands each transaction to
+  // whichever server session is free: the timeout must then be set on the role or database,
+  // and start-up checks that it is. Either way start-up refuses a pooler that breaks what the
+  // service relies on, with one line saying what to set.
+  DATABASE_POOLER: Type.Enum(['none', 'transaction'], { default: 'none', errorMessage: 'must be none or transaction' }),
   DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
   AUTH_JWT_SECRET: Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' })),
   APP_URL: Url('http://localhost:3000'),
@@ -97,6 +105,16 @@ export const ConfigSchema = Type.Object({
   EMAIL_POLL_INTERVAL_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000, errorMessage: 'must be milliseconds from 100 to 3600000' }),
   EMAIL_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 30_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
   EMAIL_GIVE_UP_MS: Type.Integer({ minimum: 1000, maximum: 30 * 86_400_000, default: 86_400_000, errorMessage: 'must be milliseconds from 1000 to 2592000000' }),
+  // SIGTERM (a deploy, an orchestrator's stop) first drains (server.ts): for SHUTDOWN_DRAIN_MS
+  // /ready answers 503 while every other request is still served, each answer saying
+  // `Connection: close`, so the load balancer takes the instance out of its rotation, and
+  // lets go of its kept-alive connections, before the port closes. It must cover the
+  // balancer's checks: deploy/haproxy.cfg checks every 500 ms and takes an instance out after
+  // 2 failures, so within about 1 s; 2 s leaves as much again for a slow check. While requests
+  // still arrive after it the drain goes on, up to three times as long (graceful-close.ts).
+  // (An instance that closed at once was sent 270-360 requests per restart on a closed port.)
+  // SIGINT (Ctrl-C) closes at once.
+  SHUTDOWN_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 300_000, default: 2000, errorMessage: 'must be milliseconds from 0 to 300000' }),
   MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
   // GET /metrics (Prometheus text, docs/operations.md): on a port of its own, and/or on the main
   // port for a bearer METRICS_TOKEN. Neither set: no /metrics at all.

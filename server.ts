@@ -1,5 +1,7 @@
-// Reads the configuration, listens, and shuts down gracefully on SIGINT/SIGTERM:
-// in-flight requests finish, then the database closes. Exits 1 if the app closed itself
+// Reads the configuration, listens, and shuts down gracefully: on SIGTERM it first drains
+// (/ready answers 503 while requests are still served, for SHUTDOWN_DRAIN_MS, so a load
+// balancer stops sending it work before its port closes), on SIGINT it closes at once; either
+// way in-flight requests finish, then the database closes. Exits 1 if the app closed itself
 // because the embedded database failed.
 import closeWithGrace from 'close-with-grace'
 import Fastify from 'fastify'
@@ -8,6 +10,7 @@ import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './config.js'
 import { DataDirInUseError } from './db/data-dir-lock.js'
+import { DatabaseSetupError } from './db/pooler-check.js'
 
 let config
 try {
@@ -23,9 +26,15 @@ try {
 const app = Fastify(serverOptions(config))
 app.register(fp(serviceApp), { config })
 
-const grace = closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+// SIGTERM is how orchestrators, process managers and deploy scripts stop an instance that a
+// balancer may still be sending work to; SIGINT is a person at a terminal, and an error leaves
+// nothing worth serving on. The 10 s bound on closing starts after the longest drain (three
+// times SHUTDOWN_DRAIN_MS while requests keep coming: plugins/app/graceful-close.ts).
+const drainMs = config.SHUTDOWN_DRAIN_MS
+const grace = closeWithGrace({ delay: 3 * drainMs + 10_000 }, async ({ signal, err }) => {
   if (err) app.log.error({ err }, 'closing because of an error')
-  else app.log.info({ signal }, 'shutting down')
+  else app.log.info({ signal, drainMs: signal === 'SIGTERM' ? drainMs : 0 }, 'shutting down')
+  if (signal === 'SIGTERM' && drainMs > 0) await app.drain(drainMs)
   await app.close()
 })
 // The app may close itself: when the embedded database fails, plugins/external/db.ts sets
@@ -40,8 +49,9 @@ app.addHook('onClose', (_instance, done) => {
 try {
   await app.listen({ port: config.PORT, host: config.HOST })
 } catch (err) {
-  // Another process has the embedded database: a refusal, not a fault, so one line, like a bad setting.
-  if (err instanceof DataDirInUseError) console.error(err.message)
+  // Another process has the embedded database, or the way to PostgreSQL breaks what the service
+  // relies on: a refusal, not a fault, so one line, like a bad setting.
+  if (err instanceof DataDirInUseError || err instanceof DatabaseSetupError) console.error(err.message)
   else app.log.error({ err }, 'could not start')
   process.exit(1)
 }

@@ -6,6 +6,8 @@ import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
+import { MigrationLockAdapter } from './migrate.js'
+import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
 import { statementName } from './statement-name.js'
 import { PGliteThreadDialect } from './pglite-thread.js'
 import { pgTypes, SESSION_SETTINGS } from './timestamps.js'
@@ -35,6 +37,12 @@ export interface DatabaseOptions {
    */
   preparedStatements?: boolean
   /**
+   * What stands between the service and PostgreSQL (default `none`). `transaction`: a pooler in
+   * transaction mode, which refuses or drops the statement_timeout start-up parameter: it is not
+   * sent, and checkSessions() checks that the server sessions have one of their own.
+   */
+  pooler?: DatabasePooler
+  /**
    * The embedded database's thread died or stopped answering (db/pglite-thread.ts): every
    * query fails from then on, and the server should stop.
    */
@@ -57,6 +65,12 @@ export interface DatabaseHandle {
   db: Kysely<Database>
   kind: 'postgres' | 'pglite'
   poolStats: () => PoolStats
+  /**
+   * Start-up checks of the way to PostgreSQL (db/pooler-check.ts): throws DatabaseSetupError
+   * when a pooler in between drops the statement timeout or loses named statements. Nothing
+   * to check on the embedded database.
+   */
+  checkSessions: () => Promise<void>
   close: () => Promise<void>
 }
 
@@ -93,31 +107,36 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       }
     }
     const max = options.poolMax ?? 10
-    const pool = new pg.Pool({
-      Client: ServiceClient,
+    const pooler = options.pooler ?? 'none'
+    const statementTimeoutMs = options.statementTimeoutMs ?? 15_000
+    const connection: pg.ClientConfig = {
       connectionString: options.url,
-      max,
       // Fail fast instead of queueing forever when the server is gone or the pool is exhausted.
       connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
-      idleTimeoutMillis: 30_000,
-      statement_timeout: options.statementTimeoutMs ?? 15_000,
-      query_timeout: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
+      // A start-up parameter, which a pooler in transaction mode refuses or drops: there the
+      // server sessions carry it themselves (checkSessions).
+      ...(pooler === 'none' && { statement_timeout: statementTimeoutMs }),
+      query_timeout: options.queryTimeoutMs ?? statementTimeoutMs + 1000,
       // Idle pooled connections to a vanished server are noticed (probes after 10 s of
       // silence) and dropped, instead of failing the next request that takes them.
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
       application_name: 'task-subscription-backend',
       types: pgTypes
-    })
+    }
+    const pool = new pg.Pool({ ...connection, Client: ServiceClient, max, idleTimeoutMillis: 30_000 })
     pool.on('error', onError)
     // Queued on the new client before anything else runs on it. (Not a startup option: a
-    // DATABASE_URL's own ?options= or PGOPTIONS would replace it.)
+    // DATABASE_URL's own ?options= or PGOPTIONS would replace it.) Behind PgBouncer in
+    // transaction mode they hold too: it keeps each client's TimeZone and DateStyle and sets
+    // them on whichever server session runs its next transaction.
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
-    const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
+    const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }) })
     const poolStats = (): PoolStats => ({
       inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max
     })
-    return { db, kind: 'postgres', poolStats, close: () => db.destroy() }
+    const checkSessions = () => checkDatabaseSessions(connection, { pooler, statementTimeoutMs, preparedStatements: prepared })
+    return { db, kind: 'postgres', poolStats, checkSessions, close: () => db.destroy() }
   }
 
   const dir = resolve(options.dataDir, 'pglite')
@@ -151,7 +170,12 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     })
   })
   const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
-  return { db, kind: 'pglite', poolStats, close: () => db.destroy() }
+  return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, close: () => db.destroy() }
+}
+
+/** PostgreSQL with the migration lock that holds through a pooler (db/migrate.ts says why). */
+class ServiceDialect extends PostgresDialect {
+  override createAdapter () { return new MigrationLockAdapter() }
 }
 
 // PostgreSQL settings of the embedded database. shared_buffers: PostgreSQL touches all of

@@ -28,7 +28,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the database answers */
+        /**
+         * Readiness: the database answers
+         * @description 503 while the database is unreachable, and from the moment the instance begins to shut down (it still serves other requests while the balancer moves away).
+         */
         get: operations["ready"];
         put?: never;
         post?: never;

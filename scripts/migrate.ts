@@ -9,7 +9,7 @@ import { DataDirInUseError } from '../db/data-dir-lock.js'
 
 try {
   const config = loadConfig()
-  const handle = createDatabase({ url: config.DATABASE_URL, dataDir: config.DATA_DIR })
+  const handle = createDatabase({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, pooler: config.DATABASE_POOLER, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS })
   try {
     const { results } = await migrateToLatest(handle.db)
     if (!results?.length) console.log(`${handle.kind}: already at the latest version`)

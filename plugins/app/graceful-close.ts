@@ -1,20 +1,70 @@
-// Shutdown: once close() begins, new requests get the 503 envelope (so /ready fails and
-// load balancers move on), and answers to requests already in flight say
-// `Connection: close`, so their keep-alive sockets end with them and the server can
-// finish closing. (Fastify marks only requests that arrive after close() began.)
+// Shutdown in two steps. The drain (fastify.drain, started by server.ts on SIGTERM): /ready
+// answers 503 so the load balancer takes the instance out of its rotation, while every other
+// request is still served; each answer says `Connection: close`, so the balancer's kept-alive
+// connections end with an answer instead of being cut under a request it is sending. Then
+// close(): new requests get the 503 envelope, and answers to requests already in flight say
+// `Connection: close`, so their sockets end with them and the server can finish closing.
+// (Fastify marks only requests that arrive after close() began.)
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
 import fp from 'fastify-plugin'
 import { ServiceUnavailableError } from '../../errors.js'
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** True from the start of the drain (or of close()): /ready answers 503. */
+    readonly draining: boolean
+    /**
+     * Reports not-ready and keeps serving for at least `ms`, and beyond it while work still
+     * arrives (see drainFor); answers close their connections meanwhile.
+     */
+    drain: (ms: number) => Promise<void>
+  }
+  interface FastifyContextConfig {
+    /** A balancer's or supervisor's check (/health, /ready): not work, so it does not hold up a drain. */
+    probe?: boolean
+  }
+}
+
+/**
+ * After `ms`, requests still arriving mean the balancer has not yet taken the instance out:
+ * its checks can be late (a check times out on an instance that stalled; under load on a
+ * small machine one took 2.5 s instead of 1), and closing then cuts the requests it is still
+ * sending. So the drain goes on until no request has come for a quarter of `ms` (500 ms at
+ * most), and ends at the latest at three times `ms`, whatever still comes (a client that
+ * reaches the instance directly, not through the balancer).
+ */
+async function drainFor (ms: number, lastRequestAt: () => number): Promise<void> {
+  const started = performance.now()
+  await sleep(ms)
+  const quietMs = Math.min(500, ms / 4)
+  const latest = started + 3 * ms
+  for (;;) {
+    const now = performance.now()
+    const quietFor = now - lastRequestAt()
+    if (quietFor >= quietMs || now >= latest) return
+    await sleep(Math.min(quietMs - quietFor, latest - now))
+  }
+}
+
 export default fp(async function gracefulClose (fastify) {
+  let draining = false
   let closing = false
+  let lastRequestAt = 0
+  fastify.decorate('draining', { getter: () => draining || closing })
+  fastify.decorate('drain', async (ms: number) => {
+    draining = true
+    await drainFor(ms, () => lastRequestAt)
+  })
   fastify.addHook('preClose', async () => { closing = true })
-  fastify.addHook('onRequest', (_request, reply, done) => {
+  fastify.addHook('onRequest', (request, reply, done) => {
+    if (draining && request.routeOptions.config.probe !== true) lastRequestAt = performance.now()
     if (!closing) return done()
     reply.header('connection', 'close')
     done(new ServiceUnavailableError())
   })
   fastify.addHook('onSend', (_request, reply, payload, done) => {
-    if (closing) reply.header('connection', 'close')
+    if (draining || closing) reply.header('connection', 'close')
     done(null, payload)
   })
 }, { name: 'graceful-close' })

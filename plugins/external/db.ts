@@ -1,12 +1,15 @@
-// The database: Kysely over a pg pool (DATABASE_URL) or embedded PGlite, migrated to the
-// latest version, closed with the server. A PostgreSQL server that cannot be reached at
-// start-up does not stop the service: it starts, answers 503 (and /ready fails) and keeps
-// retrying the migration in the background until the database is back.
+// The database: Kysely over a pg pool (DATABASE_URL) or embedded PGlite, checked (a pooler in
+// between that drops the statement timeout or loses named statements stops start-up:
+// db/pooler-check.ts), migrated to the latest version, closed with the server. A PostgreSQL
+// server that cannot be reached at start-up does not stop the service: it starts, answers 503
+// (and /ready fails) and keeps retrying the check and the migration in the background until
+// the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
 import { Gauge, type Registry } from 'prom-client'
 import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/connect.js'
 import { migrateToLatest } from '../../db/migrate.js'
+import { DatabaseSetupError } from '../../db/pooler-check.js'
 import type { Database } from '../../db/types.js'
 import { ServiceUnavailableError } from '../../errors.js'
 
@@ -32,6 +35,7 @@ export default fp(async function db (fastify) {
     statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
     queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
+    pooler: config.DATABASE_POOLER,
     onPoolError: (err) => log.warn({ err }, 'idle database client failed'),
     // The embedded database's thread is gone: nothing can be served again. Every query
     // answers 503 (so /ready fails), requests in flight finish, and the server closes and
@@ -48,6 +52,7 @@ export default fp(async function db (fastify) {
   let migrated = false
   let retry: NodeJS.Timeout | undefined
   const migrate = async () => {
+    await handle.checkSessions()
     const { results } = await migrateToLatest(handle.db)
     for (const migration of results ?? []) {
       log.info({ migration: migration.migrationName, status: migration.status }, 'migration applied')
@@ -57,6 +62,13 @@ export default fp(async function db (fastify) {
   const retryLater = () => {
     retry = setTimeout(() => {
       migrate().then(() => log.info('database reachable again: schema ready'), (err) => {
+        if (err instanceof DatabaseSetupError) {
+          // As at start-up, the service cannot run this way: stop, for the operator to see why.
+          log.fatal(err.message)
+          process.exitCode = 1
+          fastify.close().catch((closeErr: unknown) => log.error({ err: closeErr }, 'closing after the database check failed'))
+          return
+        }
         if (!isDatabaseUnavailable(err)) log.error({ err }, 'migration failed')
         retryLater()
       })

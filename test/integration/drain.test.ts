@@ -1,0 +1,97 @@
+// Shutdown as a load balancer sees it (server.ts, plugins/app/graceful-close.ts): on SIGTERM
+// /ready answers 503 at once, so the balancer takes the instance out of its rotation, while
+// every other request is still served for SHUTDOWN_DRAIN_MS, each answer closing its
+// connection; then the port closes. (test/fleet/ measures the same behind HAProxy under load.)
+import { request as httpRequest, Agent } from 'node:http'
+import t from 'tap'
+import { TEST_SECRET, testDatabaseEnv, uniqueEmail, until } from '../helper.js'
+import { freePort, startServer, waitUntilUp } from './process.js'
+
+interface Answer { status: number, connection: string | undefined, body: string, socket: object }
+
+/** One request on `agent` (keep-alive: the same socket while the server keeps it). */
+function send (agent: Agent, port: number, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method, path, agent, headers }, (res) => {
+      let text = ''
+      res.setEncoding('utf8')
+      res.on('data', (chunk: string) => { text += chunk })
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body: text, socket: req.socket! }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+t.test('SIGTERM: /ready turns 503 at once, requests are still served (closing their connections) for the drain, then the port closes', async (t) => {
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4', SHUTDOWN_DRAIN_MS: '6000', ...await testDatabaseEnv(t) })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+
+  const json = { 'content-type': 'application/json' }
+  const registered = await send(agent, port, 'POST', '/auth/register', json, JSON.stringify({ email: uniqueEmail('drain'), password: 'correct horse battery' }))
+  t.equal(registered.status, 201)
+  const auth = { authorization: `Bearer ${(JSON.parse(registered.body) as { token: string }).token}` }
+  const before = await send(agent, port, 'GET', '/ready')
+  t.equal(before.status, 200)
+  t.equal(before.connection, 'keep-alive', 'before the signal, connections are kept alive')
+
+  server.child.kill('SIGTERM')
+  // Fresh connections, so the keep-alive one above is left to the test below.
+  const probe = new Agent({ keepAlive: false })
+  await until(async () => (await send(probe, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
+
+  const ready = await send(probe, port, 'GET', '/ready')
+  t.equal(ready.status, 503, '/ready: not ready')
+  t.match(JSON.parse(ready.body), { success: false, code: 'SERVICE_UNAVAILABLE' })
+  const onKept = await send(agent, port, 'GET', '/health')
+  t.equal(onKept.status, 200, 'a request on a connection kept alive from before is served')
+  t.equal(onKept.connection, 'close', 'and its answer closes that connection')
+  t.equal(onKept.socket, before.socket, 'the connection from before the signal')
+  const created = await send(agent, port, 'POST', '/tasks', { ...auth, ...json }, JSON.stringify({ title: 'written while draining' }))
+  t.equal(created.status, 201, 'a write is served during the drain')
+  t.equal(created.connection, 'close')
+  const listed = await send(agent, port, 'GET', '/tasks', auth)
+  t.equal(listed.status, 200, 'so is a read')
+  t.same((JSON.parse(listed.body) as { data: Array<{ title: string }> }).data.map((task) => task.title), ['written while draining'], 'the write was stored')
+
+  t.equal(await server.exited, 0, 'then it exits cleanly', { output: server.output() })
+  await t.rejects(send(probe, port, 'GET', '/health'), { code: 'ECONNREFUSED' }, 'and its port is closed')
+  t.match(server.output(), /"signal":"SIGTERM","drainMs":6000,"msg":"shutting down"/)
+})
+
+t.test('requests still arriving when the drain delay ends (a balancer whose checks are late) are served: the drain goes on until they stop', async (t) => {
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: '2000', RATE_LIMIT_MAX: '0', ...await testDatabaseEnv(t) })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  const agent = new Agent({ keepAlive: false })
+  t.teardown(() => agent.destroy())
+  server.child.kill('SIGTERM')
+  await until(async () => (await send(agent, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
+  // Work keeps coming for twice the drain delay; /ready checks alone would not hold it up.
+  const signalled = Date.now()
+  const statuses = new Map<number, number>()
+  while (Date.now() - signalled < 4000) {
+    const { status } = await send(agent, port, 'GET', '/auth/me')
+    statuses.set(status, (statuses.get(status) ?? 0) + 1)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  t.same([...statuses.keys()], [401], 'every request answered (401: no token), none refused', { statuses: Object.fromEntries(statuses) })
+  t.equal(server.child.exitCode, null, 'still running while they came')
+  t.equal(await server.exited, 0, 'then it exits cleanly once they stop', { output: server.output() })
+})
+
+t.test('SIGINT (Ctrl-C at a terminal) closes without the drain', async (t) => {
+  const port = await freePort()
+  // A drain as long as the setting allows: the test would time out waiting on it.
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: '300000', ...await testDatabaseEnv(t) })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  server.child.kill('SIGINT')
+  t.equal(await server.exited, 0, 'exits cleanly', { output: server.output() })
+  t.match(server.output(), /"signal":"SIGINT","drainMs":0,"msg":"shutting down"/)
+})
