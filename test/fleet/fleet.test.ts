@@ -272,7 +272,7 @@ phase('shared state through the balancer', async (t) => {
     const recipients = Array.from({ length: 200 }, (_, i) => `outbox-${tag}-${i}@example.com`)
     await handle.db.transaction().execute(async (tx) => {
       for (const recipient of recipients) {
-        await queueEmail(tx, { userId: null, kind: 'fleet', recipient, subject: `Fleet ${tag}`, text: 'one of 200', html: '<p>one of 200</p>', link: null })
+        await queueEmail(tx, { userId: null, kind: 'fleet', recipient, subject: `Fleet ${tag}`, text: 'one of 200', html: '<p>one of 200</p>', linkNonce: null })
       }
     })
     const deadline = Date.now() + 90_000
