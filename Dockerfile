@@ -24,6 +24,6 @@ EXPOSE 3002
 # Follows PORT when it is set at run time.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3002)+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # Migrations run at start-up; on their own, without the dev dependencies (no tsx here):
-#   docker compose run --rm api node dist/scripts/migrate.js
+#   docker compose run --rm api-1 node dist/scripts/migrate.js
 # The flags of `npm start` (production-flags.ts says why; test/integration/server.test.ts keeps them equal).
 CMD ["node", "--no-allocation-site-pretenuring", "--heap-growing-percent=100", "dist/server.js"]
