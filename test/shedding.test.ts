@@ -104,7 +104,10 @@ t.test('an overloaded event loop sheds load with 503 + Retry-After; /health stay
 })
 
 t.test('the lag of the start-up is not load: a server just started is not shed for it', async (t) => {
-  const config = await testConfig(t, { MAX_EVENT_LOOP_DELAY_MS: '20' })
+  // under-pressure keeps the mean lag of each 1 s window, in 10 ms ticks: one 1.2 s stall
+  // among up to 100 quiet ticks averages at least ~11 ms, over a 1 ms limit wherever in the
+  // window the stall falls (with a 20 ms limit, a stall late in a window went unseen in CI).
+  const config = await testConfig(t, { MAX_EVENT_LOOP_DELAY_MS: '1' })
   const app = Fastify(serverOptions(config))
   app.register(fp(serviceApp), { config })
   // A start-up that holds the loop past under-pressure's first sample (a busy machine,
@@ -116,7 +119,7 @@ t.test('the lag of the start-up is not load: a server just started is not shed f
   t.teardown(() => app.close())
   await app.ready()
   await new Promise((resolve) => setTimeout(resolve, 20))
-  t.equal(app.memoryUsage().eventLoopDelay > 20, true, 'the sample taken at start-up saw the lag')
+  t.equal(app.memoryUsage().eventLoopDelay > 1, true, 'the sample taken at start-up saw the lag')
   const res = await app.inject({ method: 'GET', url: '/ready' })
   t.equal(res.statusCode, 200, 'the first request after start is served')
 })
