@@ -2,16 +2,19 @@
 // INTERVAL_MS DURATION_MS`): opens its kept-alive connection with one request not counted
 // and says `ready` on stdout, then sends GET URL every INTERVAL_MS on that connection for
 // DURATION_MS, then prints one JSON line with the latencies in ms (count, p50, p99, max) and
-// the failures. bench/health-under-load.ts starts the load once it is ready.
+// the failures. bench/health-under-load.ts starts the load once it is ready. With
+// PROBE_AUTHORIZATION in its environment it sends that Authorization header (bench/heavy-pages.ts
+// probes another user's GET /tasks this way).
 import http from 'node:http'
 
 const [url, intervalMs, durationMs] = [process.argv[2], Number(process.argv[3] ?? 100), Number(process.argv[4] ?? 10_000)]
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+const headers = process.env.PROBE_AUTHORIZATION ? { authorization: process.env.PROBE_AUTHORIZATION } : {}
 
 function probe () {
   return new Promise((resolve) => {
     const started = performance.now()
-    const req = http.get(url, { agent, timeout: 5000 }, (res) => {
+    const req = http.get(url, { agent, headers, timeout: 5000 }, (res) => {
       res.resume()
       res.on('end', () => resolve({ ms: performance.now() - started, ok: res.statusCode === 200 }))
     })

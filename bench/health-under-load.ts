@@ -17,16 +17,25 @@ import type { Service } from './service.js'
 const PROBE = path.join(BENCH_DIR, 'health-probe.js')
 const INTERVAL_MS = 100
 
-export interface HealthUnderLoad {
-  /** The probe's latencies, ms. */
-  count: number
-  p50: number
-  p99: number
-  max: number
-  failures: number
+/** A probe's latencies, ms, and its failures (non-200 answers, errors, timeouts). */
+export interface ProbeResult { count: number, p50: number, p99: number, max: number, failures: number }
+
+export interface HealthUnderLoad extends ProbeResult {
   /** GET /tasks meanwhile. */
   loadRps: number
   loadErrors: number
+}
+
+/**
+ * Starts bench/health-probe.js on `url` (a request every 100 ms on one kept-alive connection
+ * for `durationMs`, with `authorization` if given) and resolves once it is ready to probe.
+ */
+export async function startProbe (url: string, durationMs: number, authorization?: string): Promise<{ result: Promise<ProbeResult> }> {
+  const env = authorization === undefined ? process.env : { ...process.env, PROBE_AUTHORIZATION: authorization }
+  const probe = spawn(process.execPath, [PROBE, url, String(INTERVAL_MS), String(durationMs)], { stdio: ['ignore', 'pipe', 'inherit'], env })
+  const lines = createInterface({ input: probe.stdout })[Symbol.asyncIterator]()
+  if ((await lines.next()).value !== 'ready') throw new Error(`the probe of ${url} did not start`)
+  return { result: lines.next().then((line) => JSON.parse(line.value as string) as ProbeResult) }
 }
 
 export async function measureHealthUnderLoad (runs: Runs, service: Service, requests: RequestSets, options: Options): Promise<HealthUnderLoad> {
@@ -37,11 +46,9 @@ export async function measureHealthUnderLoad (runs: Runs, service: Service, requ
     if (warmup > 0) await runLoad({ url: service.url, connections, duration: warmup, requests: load })
     const stopCpu = await runs.settle()
     // The probe stops half a second before the load, so every probe lands under load.
-    const probe = spawn(process.execPath, [PROBE, `${service.url}/health`, String(INTERVAL_MS), String(Math.max(500, duration * 1000 - 500))], { stdio: ['ignore', 'pipe', 'inherit'] })
-    const lines = createInterface({ input: probe.stdout })[Symbol.asyncIterator]()
-    if ((await lines.next()).value !== 'ready') throw new Error('the health probe did not start')
+    const probe = await startProbe(`${service.url}/health`, Math.max(500, duration * 1000 - 500))
     const result = await runLoad({ url: service.url, connections, duration, requests: load })
-    const probed = JSON.parse((await lines.next()).value as string) as Omit<HealthUnderLoad, 'loadRps' | 'loadErrors'>
+    const probed = await probe.result
     const others = stopCpu()
     describe('tasks.list (beside the probe)', { result, others })
     log(`  health.underLoad: ${probed.count} probes, p50 ${fmt(probed.p50, 2)} ms, p99 ${fmt(probed.p99, 2)} ms, max ${fmt(probed.max, 2)} ms, ${probed.failures} failed`)

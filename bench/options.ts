@@ -21,7 +21,9 @@ export const HELP = `npm run bench -- [options]
   --tasks=N              tasks per seeded user (default 50)
   --soak                 also 5 minutes of mixed load, RSS before/after (--soak-minutes=N)
   --only=a,b             only these parts: ceilings, <scenario names>, health.underLoad (a /health
-                         probe every 100 ms during GET /tasks load), metrics (GET /tasks with
+                         probe every 100 ms during GET /tasks load), heavy.pages (/health and
+                         another user's GET /tasks probed while 4 connections fetch a user's
+                         1,000 tasks of 10,000-character descriptions), metrics (GET /tasks with
                          metrics served and without), storm, growth
   --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
                          service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize

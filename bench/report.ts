@@ -7,6 +7,7 @@ import { GROWTH_USER_TASKS } from './growth.js'
 import { fmt, log } from './log.js'
 import type { BesidePostgres } from './beside-postgres.js'
 import type { HealthUnderLoad } from './health-under-load.js'
+import type { HeavyPages } from './heavy-pages.js'
 import type { DbKind, Options } from './options.js'
 import { NOISY } from './runs.js'
 
@@ -54,6 +55,8 @@ export interface Results {
   /** Start-up to the first 200 on /health, fresh database (migrations included), ms. */
   startupMs?: number
   healthUnderLoad?: HealthUnderLoad
+  /** Probes of /health and another user's GET /tasks while one user's heavy pages are fetched. */
+  heavyPages?: HeavyPages
   /** --db=pglite: the same service on PostgreSQL, in the same run. */
   besidePostgres?: BesidePostgres
 }
@@ -87,6 +90,7 @@ export class Report {
   metricsCost: MetricsCost | undefined
   startupMs: number | undefined
   healthUnderLoad: HealthUnderLoad | undefined
+  heavyPages: HeavyPages | undefined
   besidePostgres: BesidePostgres | undefined
   readonly growth: GrowthPoint[] = []
   /** Non-2xx responses, socket errors and timeouts over every run (the overload's expected 503s aside). */
@@ -120,6 +124,7 @@ export class Report {
       ...(this.metricsCost && { metricsCost: this.metricsCost }),
       ...(this.startupMs !== undefined && { startupMs: this.startupMs }),
       ...(this.healthUnderLoad && { healthUnderLoad: this.healthUnderLoad }),
+      ...(this.heavyPages && { heavyPages: this.heavyPages }),
       ...(this.besidePostgres && { besidePostgres: this.besidePostgres })
     }
   }
@@ -159,6 +164,12 @@ export class Report {
     if (this.startupMs !== undefined) log(`start-up to the first /health 200, fresh database: ${this.startupMs} ms${pg ? `; on PostgreSQL ${pg.startupMs} ms` : ''}`)
     if (this.healthUnderLoad) log(`health.underLoad: ${probeLine(this.healthUnderLoad)}`)
     if (pg?.healthUnderLoad) log(`health.underLoad on PostgreSQL: ${probeLine(pg.healthUnderLoad)}`)
+    const heavy = this.heavyPages
+    if (heavy) {
+      log(`heavy pages: ${heavy.connections} connections fetching a ${fmt(heavy.pageBytes / 2 ** 20, 2)} MiB page of ${heavy.pageTasks} tasks (${heavy.heavyRps} req/s); ` +
+        `/health p50 ${fmt(heavy.quiet.health.p50, 2)} → ${fmt(heavy.loaded.health.p50, 2)} ms, p99 ${fmt(heavy.quiet.health.p99, 2)} → ${fmt(heavy.loaded.health.p99, 2)} ms; ` +
+        `another user's GET /tasks p50 ${fmt(heavy.quiet.otherTasks.p50, 2)} → ${fmt(heavy.loaded.otherTasks.p50, 2)} ms, p99 ${fmt(heavy.quiet.otherTasks.p99, 2)} → ${fmt(heavy.loaded.otherTasks.p99, 2)} ms`)
+    }
     if (pg?.tasksList) log(`tasks.list on PostgreSQL: ${pg.tasksList.rps} req/s, p50 ${fmt(pg.tasksList.p50)} ms, p99 ${fmt(pg.tasksList.p99)} ms; peak RSS there ${fmt(pg.peakRssMB, 0)} MB`)
   }
 
@@ -193,6 +204,14 @@ export class Report {
     if (db === 'postgres') checks.push(['service RSS under load < 200 MB', peakRss < 200, `${fmt(peakRss, 0)} MB peak`])
     const probeTarget = (label: string, h: HealthUnderLoad) => checks.push([`health.underLoad${label}: a lone /health probe's p99 ≤ 20 ms during GET /tasks load`, h.p99 <= 20 && h.failures === 0, `p99 ${fmt(h.p99, 2)} ms, ${h.failures} failed`])
     if (this.healthUnderLoad) probeTarget(db === 'pglite' ? ' (PGlite)' : '', this.healthUnderLoad)
+    const heavy = this.heavyPages
+    if (heavy) {
+      const { quiet, loaded } = heavy
+      checks.push([`heavy pages: a lone /health probe's p99 < 50 ms while ${heavy.connections} connections fetch heavy pages`, loaded.health.p99 < 50 && loaded.health.failures === 0,
+        `p99 ${fmt(loaded.health.p99, 2)} ms (quiet ${fmt(quiet.health.p99, 2)}), ${loaded.health.failures} failed`])
+      checks.push(['heavy pages: another user\'s GET /tasks p50 ≤ 5 × quiet', loaded.otherTasks.p50 <= 5 * quiet.otherTasks.p50 && loaded.otherTasks.failures === 0,
+        `${fmt(quiet.otherTasks.p50, 2)} → ${fmt(loaded.otherTasks.p50, 2)} ms (×${fmt(loaded.otherTasks.p50 / quiet.otherTasks.p50, 1)}); p99 ${fmt(quiet.otherTasks.p99, 2)} → ${fmt(loaded.otherTasks.p99, 2)} ms`])
+    }
     const pg = this.besidePostgres
     if (pg?.healthUnderLoad) probeTarget(' (PostgreSQL)', pg.healthUnderLoad)
     if (db === 'pglite') {

@@ -2,7 +2,7 @@
 // NODE_ENV=production, LOG_LEVEL=warn) on a database of its own, seeds it, and measures it
 // with autocannon against ceilings started here too (a bare Fastify hello-world, the same
 // with GET /health's headers, and a bare Fastify route running GET /tasks's SQL with plain
-// pg). Then health.underLoad, the login storm, the growth series and, with --soak, minutes
+// pg). Then health.underLoad, heavy pages, the login storm, the growth series and, with --soak, minutes
 // of mixed load; with --db=pglite, the same service on PostgreSQL for comparison.
 // Prints one table and writes bench/results.json. See `npm run bench -- --help` and
 // bench/README.md.
@@ -14,6 +14,7 @@
 //   requests.ts     what each scenario sends;  runs.ts  how one run is measured
 //   ceilings.ts     the bare-Fastify ceilings;  scenarios.ts  the scenarios and their pairs
 //   health-under-load.ts  a lone /health probe from another process during GET /tasks load
+//   heavy-pages.ts  /health and another user's GET /tasks probed while one user's heaviest pages are fetched
 //   beside-postgres.ts    with --db=pglite, the same service on PostgreSQL for comparison
 //   metrics-cost.ts, storm.ts, soak.ts, growth.ts, profile-run.ts  the other parts
 //   report.ts       the table, results.json and the targets
@@ -27,6 +28,7 @@ import type { Bench } from './context.js'
 import { createDatabase } from './database.js'
 import { runGrowth } from './growth.js'
 import { measureHealthUnderLoad } from './health-under-load.js'
+import { runHeavyPages } from './heavy-pages.js'
 import { runMetricsCost } from './metrics-cost.js'
 import { fmt, log, step } from './log.js'
 import { readOptions } from './options.js'
@@ -81,6 +83,7 @@ async function main (): Promise<number> {
   }
   await runScenarios(bench)
   if (wanted('health.underLoad')) report.healthUnderLoad = await measureHealthUnderLoad(runs, service, requests, options)
+  if (wanted('heavy.pages')) await runHeavyPages(bench)
   if (wanted('metrics')) await runMetricsCost(bench)
   if (wanted('storm')) await runStorm(bench)
   if (options.soak) await runSoak(bench)

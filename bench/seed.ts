@@ -37,11 +37,15 @@ export const customerIdOf = (n: number): string => `cus_bench_${n}`
 export const subscriptionIdOf = (n: number): string => `sub_bench_${n}`
 export const PRICE_ID = 'price_pro_monthly'
 
-/** Users of the growth series: one with a page of tasks, one with 10, one with 10,000. */
+/**
+ * Users of the growth series (one with a page of tasks, one with 10, one with 10,000), and
+ * the heavy-pages user (1,000 tasks with 10,000-character descriptions).
+ */
 export const SPECIAL = {
   growth: 'growth@bench.test',
   small: 'small@bench.test',
-  large: 'large@bench.test'
+  large: 'large@bench.test',
+  heavy: 'heavy@bench.test'
 } as const
 export type Special = keyof typeof SPECIAL
 
@@ -161,4 +165,16 @@ export async function explainList (sql: Sql, userId: string): Promise<string> {
     await sql.query('reset plan_cache_mode')
     await sql.query('deallocate bench_tasks_page')
   }
+}
+
+/**
+ * `count` tasks for one user, each with a description of `length` characters: hex from md5 of
+ * random values, which PostgreSQL's TOAST compression barely shrinks, as typed text would not.
+ */
+export async function addHeavyTasks (sql: Sql, email: string, count: number, length: number): Promise<void> {
+  await sql.query(`insert into tasks (${TASK_COLUMNS})
+    select (select id from users where email = $1), 'Heavy task ' || g,
+      (select left(string_agg(md5(random()::text || g || i), ''), $3::int) from generate_series(1, ($3::int + 31) / 32) i),
+      'todo', null, null, now() - g * interval '1 second', now() - g * interval '1 second'
+    from generate_series(1, $2::int) g`, [email, count, length])
 }

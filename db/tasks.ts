@@ -42,15 +42,52 @@ const ownTasks = (db: QueryCreator<Database>, userId: string, status?: TaskStatu
 }
 const countWhere = (status: TaskStatus) => sql<number>`(count(*) filter (where status = ${sql.lit(status)}))::int`
 
+/**
+ * A page of tasks ends before its tasks' JSON would pass this many bytes (always holding at
+ * least one task), so that one answer costs about as much as a page of ordinary tasks however
+ * long their descriptions are: 1,000 tasks of 10,000-character descriptions would be 10 MB.
+ * The size of a task is estimated from what is stored (taskBytes); the answer says where the
+ * next page starts.
+ */
+export const PAGE_BYTES = 1024 * 1024
+/**
+ * A task's JSON beyond its title and description: the keys, id, status and four timestamps
+ * (about 220 bytes at most), rounded up.
+ */
+export const TASK_JSON_OVERHEAD = 256
+// From the stored sizes, which PostgreSQL knows without reading (or decompressing) a long
+// description: UTF-8 bytes of title and description, plus the rest of the task's JSON.
+// Characters that JSON escapes (quotes, backslashes, control characters) make the real
+// answer larger than this estimate.
+const taskBytes = sql<number>`octet_length(title) + coalesce(octet_length(description), 0) + ${sql.lit(TASK_JSON_OVERHEAD)}`
+
 // GET /tasks in one round trip: the counts (one index-only scan of the user's tasks with
 // FILTER aggregates), then the page beside them, newest first, walking an index on
 // (user_id[, status], created_at desc, id desc). The counts are the outer row, so a user
 // with no matching task still gets one row: the counts, with the task columns null. A
 // prepared query's SQL is fixed, so the status filter makes a second statement rather
 // than a branch.
+//
+// The page is cut to PAGE_BYTES in SQL, so the database never sends more: over the tasks of
+// `limit` and `offset`, a running sum of their sizes (a window in the order of the page, so
+// no second sort) keeps the tasks up to the one that reaches the budget, and always the
+// first (whose running sum is its own size). Sizes are positive, so the kept tasks are the
+// page's first ones.
 const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_status' : 'tasks_page',
   (db, p: ListParams) => {
     const status = byStatus ? p.status : undefined
+    const newest = ownTasks(db, p.userId, status)
+      .select(TASK_COLUMNS)
+      .orderBy('created_at', 'desc').orderBy('id', 'desc')
+      .limit(p.limit).offset(p.offset)
+      .as('newest')
+    const sized = db.selectFrom(newest)
+      .select(TASK_COLUMNS)
+      .select([
+        taskBytes.as('bytes'),
+        sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
+      ])
+      .as('sized')
     return db
       .with('counts', (db) => ownTasks(db, p.userId).select([
         (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
@@ -60,10 +97,12 @@ const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_
       ]))
       .selectFrom('counts')
       .leftJoinLateral(
-        ownTasks(db, p.userId, status)
+        db.selectFrom(sized)
           .select(TASK_COLUMNS)
-          .orderBy('created_at', 'desc').orderBy('id', 'desc')
-          .limit(p.limit).offset(p.offset)
+          .where((eb) => eb.or([
+            eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
+            eb('bytes_through', '=', eb.ref('bytes'))
+          ]))
           .as('page'),
         (join) => join.onTrue())
       .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed'])
@@ -73,11 +112,18 @@ const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_
 /** The statements GET /tasks runs: without a status filter and with one. */
 export const tasksPage = { all: pageQuery(false), byStatus: pageQuery(true) }
 
+export interface TaskPage {
+  tasks: Task[]
+  counts: TaskCounts
+  /** Where the next page starts, when tasks matching the filter come after this page. */
+  nextOffset?: number
+}
+
 export async function listTasks (
   db: Kysely<Database>,
   userId: string,
   query: { status?: TaskStatus, limit?: number, offset?: number }
-): Promise<{ tasks: Task[], counts: TaskCounts }> {
+): Promise<TaskPage> {
   // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
   const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
   const rows = await tasksPage[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
@@ -85,7 +131,10 @@ export async function listTasks (
   const counts = { total: first.total, todo: first.todo, inProgress: first.in_progress, completed: first.completed }
   // No task on the page: the one row carries only the counts.
   if (first.id === null) return { tasks: [], counts }
-  return { tasks: rows.map((row) => toTask(row as TaskFields)), counts }
+  // The counts and the page come from one statement, so they agree: more tasks match than
+  // this page reaches when it ended before them (at `limit`, or at PAGE_BYTES).
+  const next = params.offset + rows.length
+  return { tasks: rows.map((row) => toTask(row as TaskFields)), counts, ...(next < counts.total && { nextOffset: next }) }
 }
 
 export async function findTaskForUser (db: Kysely<Database>, userId: string, id: number): Promise<Task | undefined> {

@@ -338,7 +338,7 @@ export interface paths {
         };
         /**
          * List the caller's tasks, newest first
-         * @description Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching the filter, also in the `X-Total-Count` header) and the caller's task counts by status, whatever the filter and page.
+         * @description Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching the filter, also in the `X-Total-Count` header) and the caller's task counts by status, whatever the filter and page. A page also ends before its tasks' JSON would pass 1 MiB (it always holds one task): when more tasks match than the page holds, `nextOffset` and a `Link: <…>; rel="next"` header say where the next page starts.
          */
         get: operations["listTasks"];
         put?: never;
@@ -460,6 +460,8 @@ export interface components {
             inProgress: number;
             /** @description All of the caller's tasks in `completed`, whatever the filter */
             completed: number;
+            /** @description Present only when more tasks match than this page holds: the `offset` of the next page (also in the `Link` header, `rel="next"`). A page ends at `limit` tasks, or earlier when its tasks' JSON would pass about 1 MiB. */
+            nextOffset?: number;
         };
         /**
          * @example {
@@ -1537,6 +1539,8 @@ export interface operations {
                 headers: {
                     /** @description Tasks matching the filter, ignoring limit and offset */
                     "x-total-count"?: number;
+                    /** @description The next page (`rel="next"`), when more tasks match than this page holds */
+                    link?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -74,7 +74,12 @@ export const TaskList = Type.Object({
   total: Count('Tasks matching the filter, ignoring limit and offset (also the `X-Total-Count` header)'),
   todo: Count('All of the caller\'s tasks in `todo`, whatever the filter'),
   inProgress: Count('All of the caller\'s tasks in `in-progress`, whatever the filter'),
-  completed: Count('All of the caller\'s tasks in `completed`, whatever the filter')
+  completed: Count('All of the caller\'s tasks in `completed`, whatever the filter'),
+  nextOffset: Type.Optional(Type.Integer({
+    minimum: 1,
+    description: 'Present only when more tasks match than this page holds: the `offset` of the next page (also in the ' +
+      '`Link` header, `rel="next"`). A page ends at `limit` tasks, or earlier when its tasks\' JSON would pass about 1 MiB.'
+  }))
 }, { $id: 'TaskList' })
 
 export const DeletedTask = Type.Object({ id: Type.Integer(), deleted: Type.Literal(true) })

@@ -1,10 +1,19 @@
 // The caller's tasks. Another user's task is indistinguishable from a missing one (404).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
-import { createTask, deleteTaskForUser, findTaskForUser, listTasks, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
+import { createTask, deleteTaskForUser, findTaskForUser, listTasks, PAGE_BYTES, replaceTaskForUser, updateTaskForUser } from '../../db/tasks.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { TaskNotFoundError } from '../../errors.js'
 import { CreateTaskBody, DeletedTask, ListTasksQuery, TaskIdParams, TaskList, TaskResponse, UpdateTaskBody } from '../../schemas/tasks.js'
+
+/** The same list from `offset` on: the same filter and limit (RFC 8288 resolves the path against the request's URL). */
+function nextPage (path: string, query: ListTasksQuery, offset: number): string {
+  const params = new URLSearchParams()
+  if (query.status !== undefined) params.set('status', query.status)
+  if (query.limit !== undefined) params.set('limit', String(query.limit))
+  params.set('offset', String(offset))
+  return `${path}?${params.toString()}`
+}
 
 const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
@@ -15,19 +24,26 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listTasks',
       summary: 'List the caller\'s tasks, newest first',
       description: 'Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching ' +
-        'the filter, also in the `X-Total-Count` header) and the caller\'s task counts by status, whatever the filter and page.',
+        'the filter, also in the `X-Total-Count` header) and the caller\'s task counts by status, whatever the filter and page. ' +
+        `A page also ends before its tasks' JSON would pass ${PAGE_BYTES / 2 ** 20} MiB (it always holds one task): when more ` +
+        'tasks match than the page holds, `nextOffset` and a `Link: <…>; rel="next"` header say where the next page starts.',
       querystring: ListTasksQuery,
       response: {
         200: {
           ...ref(TaskList),
-          headers: { 'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }) }
+          headers: {
+            'x-total-count': Type.Integer({ description: 'Tasks matching the filter, ignoring limit and offset' }),
+            link: Type.Optional(Type.String({ description: 'The next page (`rel="next"`), when more tasks match than this page holds' }))
+          }
         }
       }
     }
   }, async (request, reply) => {
-    const { tasks, counts } = await listTasks(db, request.user.id, request.query)
+    const { tasks, counts, nextOffset } = await listTasks(db, request.user.id, request.query)
     reply.header('x-total-count', counts.total)
-    return { success: true as const, data: tasks, ...counts }
+    if (nextOffset === undefined) return { success: true as const, data: tasks, ...counts }
+    reply.header('link', `<${nextPage(request.routeOptions.url ?? '/tasks', request.query, nextOffset)}>; rel="next"`)
+    return { success: true as const, data: tasks, ...counts, nextOffset }
   })
 
   fastify.post('', {
