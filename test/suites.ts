@@ -15,7 +15,7 @@ import { ROOT } from './paths.js'
 
 export const SUITES = {
   accounts: ['auth', 'account', 'http', 'hardening', 'rate-limits', 'shedding'],
-  tasks: ['tasks', 'task-pages', 'preferences', 'openapi', 'properties', 'timestamps', 'db', 'config', 'logging', 'transport'],
+  tasks: ['tasks', 'task-pages', 'user-turns', 'preferences', 'openapi', 'properties', 'timestamps', 'db', 'config', 'logging', 'transport'],
   billing: ['billing', 'billing-order', 'billing-one-subscription', 'origin-client', 'metrics', 'login-timing', 'forgot-timing'],
   // The embedded database's own tests mostly wait on it (slow queries, a fresh directory's initdb).
   rest: ['embedded-database', 'email', 'billing-events', 'billing-rules']

@@ -19,6 +19,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
 
   fastify.get('', {
+    // Pages run up to PAGE_BYTES: one user's pages are built one at a time (plugins/app/user-turns.ts).
+    config: { answersPerUser: 1 },
     schema: {
       tags: ['tasks'],
       operationId: 'listTasks',
