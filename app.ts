@@ -11,6 +11,7 @@ import errors from './plugins/errors.js'
 import jsonBody from './plugins/json-body.js'
 import responseHeaders from './plugins/response-headers.js'
 import sharedSchemas from './plugins/shared-schemas.js'
+import tracing from './plugins/tracing.js'
 import validation from './plugins/validation.js'
 import type { AppConfig } from './config.js'
 
@@ -32,6 +33,8 @@ const dirname = path.dirname(fileURLToPath(import.meta.url))
 
 export default async function serviceApp (fastify: FastifyInstance, opts: AppOptions) {
   fastify.decorate('config', opts.config)
+  // First: with tracing on, every hook and route added after it is seen by the request span.
+  await fastify.register(tracing)
   await fastify.register(errors)
   await fastify.register(jsonBody)
   await fastify.register(sharedSchemas)

@@ -123,6 +123,13 @@ export const ConfigSchema = Type.Object({
   // otherwise (HOST is 0.0.0.0 in containers, where a scraper in another one needs 0.0.0.0 here too).
   METRICS_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
   METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, errorMessage: 'must be at least 16 characters' })),
+  // Traces (plugins/tracing.ts, docs/operations.md): sent over OTLP/HTTP (JSON) to
+  // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or to OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces,
+  // the OpenTelemetry variables any collector's docs name. Neither set: no tracing at all, and no
+  // cost (nothing of the SDK is even loaded).
+  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
+  OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'task-subscription-backend' }),
   LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
   LOG_TOKEN: Type.Optional(Type.String()),
   LOG_DATASET: Type.Optional(Type.String()),
@@ -246,6 +253,13 @@ export function trustProxy (config: AppConfig): TrustProxy | false {
     return (_address, hop) => hop < hops
   }
   return proxyAddr.compile(list(value))
+}
+
+/** Where spans are sent, or undefined when tracing is off (OpenTelemetry's rule: the signal's own endpoint as given, else the base one + /v1/traces). */
+export function tracesEndpoint (config: AppConfig): string | undefined {
+  if (config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined) return config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+  if (config.OTEL_EXPORTER_OTLP_ENDPOINT === undefined) return undefined
+  return `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
 }
 
 export const paymentPriceIds = (config: AppConfig): string[] => list(config.PAYMENT_PRICE_IDS)

@@ -4,10 +4,12 @@
 // (db/timestamps.ts).
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
+import type { Tracer } from '@opentelemetry/api'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { MigrationLockAdapter } from './migrate.js'
 import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
+import { withQuerySpans } from './query-spans.js'
 import { statementName } from './statement-name.js'
 import { PGliteThreadDialect } from './pglite-thread.js'
 import { pgTypes, SESSION_SETTINGS } from './timestamps.js'
@@ -49,6 +51,8 @@ export interface DatabaseOptions {
   onFatal?: (err: Error) => void
   /** Called with errors of idle pool clients (a restarted server, a killed backend), which would otherwise crash the process. */
   onPoolError?: (err: Error) => void
+  /** With tracing on (plugins/tracing.ts): a span per statement (db/query-spans.ts). */
+  tracer?: Tracer
 }
 
 /** Connections at this moment, for the metrics (plugins/external/db.ts). */
@@ -131,7 +135,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     // transaction mode they hold too: it keeps each client's TimeZone and DateStyle and sets
     // them on whichever server session runs its next transaction.
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
-    const db = new Kysely<Database>({ dialect: new ServiceDialect({ pool }) })
+    const db = new Kysely<Database>({ dialect: withQuerySpans(new ServiceDialect({ pool }), options.tracer) })
     const poolStats = (): PoolStats => ({
       inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max
     })
@@ -162,12 +166,12 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     }
   }
   const db = new Kysely<Database>({
-    dialect: new CountedDialect({
+    dialect: withQuerySpans(new CountedDialect({
       dataDir: dir,
       settings: PGLITE_SETTINGS,
       queryTimeoutMs: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
       onFatal: options.onFatal
-    })
+    }), options.tracer)
   })
   const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
   return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, close: () => db.destroy() }

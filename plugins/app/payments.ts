@@ -3,11 +3,14 @@
 // id, never the key; the error carries whether the provider refused the request for good
 // (providerFailureOf), for the callers that retry. Without PAYMENT_SECRET_KEY every method
 // refuses with 503 `Billing is not configured` (webhook verification also without
-// PAYMENT_WEBHOOK_SECRET), and the rest of the service runs.
+// PAYMENT_WEBHOOK_SECRET), and the rest of the service runs. With tracing on
+// (plugins/tracing.ts), each call is a client span of the request that made it.
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyBaseLogger } from 'fastify'
 import Stripe from 'stripe'
+import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api'
+import { ATTR_ERROR_TYPE, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT } from '@opentelemetry/semantic-conventions'
 import { fromStripeSubscription } from '../../billing/events.js'
 import { isEnded, type ProviderSubscription } from '../../billing/rules.js'
 import { paymentPriceIds } from '../../config.js'
@@ -92,6 +95,38 @@ export interface ProviderFailure {
 export const providerFailureOf = (err: unknown): ProviderFailure | undefined =>
   (err as { providerFailure?: ProviderFailure } | null)?.providerFailure
 
+/** Where a span says the calls went: PAYMENT_API_URL's host and port, or Stripe's. */
+function providerAddress (apiUrl: string | undefined): Attributes {
+  if (apiUrl === undefined) return { [ATTR_SERVER_ADDRESS]: 'api.stripe.com', [ATTR_SERVER_PORT]: 443 }
+  const url = new URL(apiUrl)
+  return { [ATTR_SERVER_ADDRESS]: url.hostname, [ATTR_SERVER_PORT]: Number(url.port || (url.protocol === 'https:' ? 443 : 80)) }
+}
+
+/**
+ * With tracing on, a client span per provider call (retries included), named after the
+ * operation, saying where it went and, when it failed, the provider's error type and status:
+ * never a key, a customer's data or what was sent.
+ */
+function traced<T> (tracer: Tracer | undefined, address: Attributes, operation: string, fn: () => Promise<T>): Promise<T> {
+  if (tracer === undefined) return fn()
+  return tracer.startActiveSpan(`stripe ${operation}`, {
+    kind: SpanKind.CLIENT,
+    attributes: { 'payment.provider': 'stripe', 'payment.operation': operation, ...address }
+  }, async (span) => {
+    try {
+      return await fn()
+    } catch (err) {
+      const failure = err instanceof Stripe.errors.StripeError ? err : undefined
+      span.setAttribute(ATTR_ERROR_TYPE, failure?.rawType ?? failure?.type ?? (err as Error).constructor?.name ?? 'Error')
+      if (failure?.statusCode !== undefined) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, failure.statusCode)
+      span.setStatus({ code: SpanStatusCode.ERROR })
+      throw err
+    } finally {
+      span.end()
+    }
+  })
+}
+
 async function call<T> (log: FastifyBaseLogger, operation: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn()
@@ -118,12 +153,16 @@ export default fp(async function payments (fastify) {
     stripeClientOptions(config.PAYMENT_API_URL, config.PAYMENT_TIMEOUT_MS, config.PAYMENT_MAX_RETRIES))
   const appUrl = config.APP_URL.replace(/\/+$/, '')
   const webhookSecret = config.PAYMENT_WEBHOOK_SECRET
+  const { tracer } = fastify
+  const address = providerAddress(config.PAYMENT_API_URL)
+  const provider = <T>(operation: string, fn: () => Promise<T>): Promise<T> =>
+    traced(tracer, address, operation, () => call(log, operation, fn))
 
   const client: Payments = {
     ensureConfigured: () => {},
     priceIds: paymentPriceIds(config),
 
-    createCustomer: (user) => call(log, 'customers.create', async () => {
+    createCustomer: (user) => provider('customers.create', async () => {
       // A stable key: two quick clicks create one customer at the provider.
       const customer = await stripe.customers.create(
         { email: user.email, metadata: { userId: user.id } },
@@ -131,7 +170,7 @@ export default fp(async function payments (fastify) {
       return customer.id
     }),
 
-    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl, idempotencyKey }) => call(log, 'checkout.sessions.create', async () => {
+    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl, idempotencyKey }) => provider('checkout.sessions.create', async () => {
       const session = await stripe.checkout.sessions.create({
         mode: 'subscription',
         customer: customerId,
@@ -146,13 +185,13 @@ export default fp(async function payments (fastify) {
       return { url: session.url, sessionId: session.id }
     }),
 
-    createPortalSession: (customerId, options = {}) => call(log, 'billingPortal.sessions.create', async () => {
+    createPortalSession: (customerId, options = {}) => provider('billingPortal.sessions.create', async () => {
       const session = await stripe.billingPortal.sessions.create({ customer: customerId, return_url: appUrl },
         { idempotencyKey: options.idempotencyKey === undefined ? randomUUID() : `portal-session-${options.idempotencyKey}` })
       return session.url
     }),
 
-    retrieveSubscription: (subscriptionId) => call(log, 'subscriptions.retrieve', async () => {
+    retrieveSubscription: (subscriptionId) => provider('subscriptions.retrieve', async () => {
       try {
         return fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))
       } catch (err) {
@@ -161,10 +200,10 @@ export default fp(async function payments (fastify) {
       }
     }),
 
-    cancelAtPeriodEnd: (subscriptionId) => call(log, 'subscriptions.update', async () =>
+    cancelAtPeriodEnd: (subscriptionId) => provider('subscriptions.update', async () =>
       fromStripeSubscription(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
 
-    cancelNow: (subscriptionId, options = {}) => call(log, 'subscriptions.cancel', async () => {
+    cancelNow: (subscriptionId, options = {}) => provider('subscriptions.cancel', async () => {
       try {
         // Stripe ignores keys on a DELETE; a cancel repeated is answered as below instead.
         await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: options.idempotencyKey ?? randomUUID() })
@@ -185,7 +224,7 @@ export default fp(async function payments (fastify) {
       }
     }),
 
-    expireCheckoutSession: (sessionId) => call(log, 'checkout.sessions.expire', async () => {
+    expireCheckoutSession: (sessionId) => provider('checkout.sessions.expire', async () => {
       try {
         await stripe.checkout.sessions.expire(sessionId, {}, { idempotencyKey: randomUUID() })
       } catch (err) {
@@ -197,7 +236,7 @@ export default fp(async function payments (fastify) {
       }
     }),
 
-    deleteCustomer: (customerId) => call(log, 'customers.del', async () => {
+    deleteCustomer: (customerId) => provider('customers.del', async () => {
       try {
         await stripe.customers.del(customerId)
       } catch (err) {
@@ -218,7 +257,7 @@ export default fp(async function payments (fastify) {
     }
   }
   fastify.decorate('payments', client)
-}, { name: 'payments' })
+}, { name: 'payments', dependencies: ['tracing'] })
 
 /** How far a webhook's signed timestamp may be from our clock, either way. */
 export const WEBHOOK_TOLERANCE_SECONDS = 300

@@ -37,6 +37,7 @@ export default fp(async function db (fastify) {
     preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
     pooler: config.DATABASE_POOLER,
     onPoolError: (err) => log.warn({ err }, 'idle database client failed'),
+    tracer: fastify.tracer,
     // The embedded database's thread is gone: nothing can be served again. Every query
     // answers 503 (so /ready fails), requests in flight finish, and the server closes and
     // exits non-zero, for its supervisor to restart it.
@@ -92,7 +93,7 @@ export default fp(async function db (fastify) {
     if (migrated || request.routeOptions.config.needsDatabase === false) return done()
     done(new ServiceUnavailableError())
   })
-}, { name: 'db', dependencies: ['metrics'] })
+}, { name: 'db', dependencies: ['metrics', 'tracing'] })
 
 /** The connection figures, read when scraped. */
 function registerPoolMetrics (registry: Registry, stats: () => PoolStats): void {
