@@ -47,9 +47,13 @@ const countWhere = (status: TaskStatus) => sql<number>`(count(*) filter (where s
  * least one task), so that one answer costs about as much as a page of ordinary tasks however
  * long their descriptions are: 1,000 tasks of 10,000-character descriptions would be 10 MB.
  * The size of a task is estimated from what is stored (taskBytes); the answer says where the
- * next page starts.
+ * next page starts. Half a MiB: with one user's pages built one at a time
+ * (plugins/app/user-turns.ts), 4 connections fetching such pages without pause left a /health
+ * probe's p99 at 30-44 ms and another user's GET /tasks p50 at 2.3-2.8x quiet; with 1 MiB,
+ * 54-95 ms and 3.6-4.7x (npm run bench -- --only=heavy.pages, PostgreSQL, quiet machine).
+ * 1,000 tasks still fit in one page while title and description average under ~268 bytes.
  */
-export const PAGE_BYTES = 1024 * 1024
+export const PAGE_BYTES = 512 * 1024
 /**
  * A task's JSON beyond its title and description: the keys, id, status and four timestamps
  * (about 220 bytes at most), rounded up.

@@ -338,7 +338,7 @@ export interface paths {
         };
         /**
          * List the caller's tasks, newest first
-         * @description Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching the filter, also in the `X-Total-Count` header) and the caller's task counts by status, whatever the filter and page. A page also ends before its tasks' JSON would pass 1 MiB (it always holds one task): when more tasks match than the page holds, `nextOffset` and a `Link: <…>; rel="next"` header say where the next page starts.
+         * @description Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching the filter, also in the `X-Total-Count` header) and the caller's task counts by status, whatever the filter and page. A page also ends before its tasks' JSON would pass 512 KiB (it always holds one task): when more tasks match than the page holds, `nextOffset` and a `Link: <…>; rel="next"` header say where the next page starts.
          */
         get: operations["listTasks"];
         put?: never;
@@ -460,7 +460,7 @@ export interface components {
             inProgress: number;
             /** @description All of the caller's tasks in `completed`, whatever the filter */
             completed: number;
-            /** @description Present only when more tasks match than this page holds: the `offset` of the next page (also in the `Link` header, `rel="next"`). A page ends at `limit` tasks, or earlier when its tasks' JSON would pass about 1 MiB. */
+            /** @description Present only when more tasks match than this page holds: the `offset` of the next page (also in the `Link` header, `rel="next"`). A page ends at `limit` tasks, or earlier when its tasks' JSON would pass about 512 KiB. */
             nextOffset?: number;
         };
         /**

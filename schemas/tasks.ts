@@ -78,7 +78,7 @@ export const TaskList = Type.Object({
   nextOffset: Type.Optional(Type.Integer({
     minimum: 1,
     description: 'Present only when more tasks match than this page holds: the `offset` of the next page (also in the ' +
-      '`Link` header, `rel="next"`). A page ends at `limit` tasks, or earlier when its tasks\' JSON would pass about 1 MiB.'
+      '`Link` header, `rel="next"`). A page ends at `limit` tasks, or earlier when its tasks\' JSON would pass about 512 KiB.'
   }))
 }, { $id: 'TaskList' })
 

@@ -27,7 +27,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'List the caller\'s tasks, newest first',
       description: 'Without `limit`, up to 1,000 tasks (every task of a normal user). Beside `data`: `total` (tasks matching ' +
         'the filter, also in the `X-Total-Count` header) and the caller\'s task counts by status, whatever the filter and page. ' +
-        `A page also ends before its tasks' JSON would pass ${PAGE_BYTES / 2 ** 20} MiB (it always holds one task): when more ` +
+        `A page also ends before its tasks' JSON would pass ${PAGE_BYTES / 2 ** 10} KiB (it always holds one task): when more ` +
         'tasks match than the page holds, `nextOffset` and a `Link: <…>; rel="next"` header say where the next page starts.',
       querystring: ListTasksQuery,
       response: {
