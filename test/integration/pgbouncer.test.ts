@@ -106,9 +106,11 @@ t.test('the working combination: DATABASE_POOLER=transaction, named statements o
   })
 
   t.test('requests at once, on every pooled connection, answer as they would without the pooler', async (t) => {
-    const users = await Promise.all([1, 2, 3, 4].map(() => registerUser(service)))
+    // Ten users: each user's pages are built one at a time, with at most 16 waiting
+    // (plugins/app/user-turns.ts), so ten GETs each is what one user may have at once.
+    const users = await Promise.all(Array.from({ length: 10 }, () => registerUser(service)))
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => {
-      const user = users[i % users.length]!
+      const user = users[Math.floor(i / 2) % users.length]!
       return i % 2 === 0
         ? service.inject({ method: 'POST', url: '/tasks', headers: user.auth, payload: { title: `task ${i}` } })
         : service.inject({ method: 'GET', url: '/tasks?limit=20', headers: user.auth })
