@@ -2,6 +2,9 @@
 // measurable timing difference, neither in its answer nor right after it (the reset token and
 // email are written after the answer, by the same statement either way, and sent later).
 // Benchmark-style, like login-timing.test.ts: prints what it compares, asserts only generous ratios.
+// A ratio out of bounds is measured again, up to three times in all: a real difference (the
+// 2.5-3x of queueing in the request) shows in every measurement, a burst of another process on
+// a busy machine in one (CI saw 2.42 once, the unknown address the slower).
 import t from 'tap'
 import { build, registerUser, uniqueEmail, until } from './helper.js'
 import { startSmtpSink } from './smtp-sink.js'
@@ -36,20 +39,29 @@ t.test('known and unknown addresses: the same cost right after the answer', asyn
   const forgotKnown = forgot(() => { asked++; return user.email })
   const unknown = forgot(() => uniqueEmail('nobody'))
 
-  const [nu, nk] = await timeNextAlternately(30, unknown, forgotKnown, () => app.inject({ method: 'GET', url: '/auth/me', headers: user.auth }), 20)
-  t.comment(`the next request's lower quartiles: after an unknown address ${nu.toFixed(2)} ms, after a known one ${nk.toFixed(2)} ms`)
+  // Generous on purpose: queueing in a transaction and sending at once after a known address
+  // made the next request 2.5 to 3 times slower on the embedded database, and the CPU spent
+  // right after the answer 12 to 24 times larger on either database.
+  const within = (ratio: number) => ratio > 0.5 && ratio < 2
+  let next = 0
+  for (let attempt = 1; attempt <= 3 && !within(next); attempt++) {
+    const [nu, nk] = await timeNextAlternately(30, unknown, forgotKnown, () => app.inject({ method: 'GET', url: '/auth/me', headers: user.auth }), 20)
+    next = nu / nk
+    t.comment(`the next request's lower quartiles (try ${attempt}): after an unknown address ${nu.toFixed(2)} ms, after a known one ${nk.toFixed(2)} ms`)
+  }
+  t.ok(within(next), `next request ratio ${next.toFixed(2)} within 0.5–2`)
   await until(() => resets() === asked, 'the reset emails so far')
   // 20 ms: the queueing's one statement, and not the sender, which looks 200 ms to 1 s later.
   // The sends it then makes fall into later windows of either kind alike (and seldom: the
   // windows are a seventh of the time). 30 tries: a busy machine's bursts fall into some.
-  const [cu, ck] = await cpuAfterAlternately(30, unknown, forgotKnown, 20, 120)
-  t.comment(`CPU in the 20 ms after the answer, lower quartiles: unknown address ${cu.toFixed(2)} ms, known address ${ck.toFixed(2)} ms`)
-
-  // Generous on purpose: queueing in a transaction and sending at once after a known address
-  // made the next request 2.5 to 3 times slower on the embedded database, and the CPU spent
-  // right after the answer 12 to 24 times larger on either database.
-  t.ok(nu / nk > 0.5 && nu / nk < 2, `next request ratio ${(nu / nk).toFixed(2)} within 0.5–2`)
-  t.ok(cu / ck > 0.5 && cu / ck < 2, `CPU ratio ${(cu / ck).toFixed(2)} within 0.5–2`)
+  let cpu = 0
+  for (let attempt = 1; attempt <= 3 && !within(cpu); attempt++) {
+    const [cu, ck] = await cpuAfterAlternately(30, unknown, forgotKnown, 20, 120)
+    cpu = cu / ck
+    t.comment(`CPU in the 20 ms after the answer, lower quartiles (try ${attempt}): unknown address ${cu.toFixed(2)} ms, known address ${ck.toFixed(2)} ms`)
+  }
+  t.ok(within(cpu), `CPU ratio ${cpu.toFixed(2)} within 0.5–2`)
   await until(() => resets() === asked, 'the reset emails')
-  t.equal(resets(), 60, 'each reset email was still sent, later')
+  t.ok(asked >= 60, `${asked} resets asked`)
+  t.equal(resets(), asked, 'each reset email was still sent, later')
 })
