@@ -109,6 +109,8 @@ export class Service {
       // Lifted for the benchmark only (0 = disabled).
       RATE_LIMIT_MAX: '0',
       AUTH_RATE_LIMIT_MAX: '0',
+      // Every client of the benchmark is on 127.0.0.1: the login overload opens 128 connections.
+      MAX_CONNECTIONS_PER_ADDRESS: '1000',
       PAYMENT_SECRET_KEY: 'sk_test_bench',
       PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
       PAYMENT_PRICE_IDS: PRICE_ID,

@@ -23,7 +23,8 @@ interface Gated {
 }
 
 async function gatedApp (t: { teardown: (fn: () => unknown) => void }): Promise<Gated> {
-  const config = await testConfig(t)
+  // Every client here is on 127.0.0.1: a full line is more connections than one address's share.
+  const config = await testConfig(t, { MAX_CONNECTIONS_PER_ADDRESS: '1000' })
   const app = Fastify(serverOptions(config))
   app.register(fp(serviceApp), { config })
   const running = new Map<string, number>()

@@ -18,8 +18,12 @@ declare module 'fastify' {
   }
 }
 
-/** Requests of one user waiting for a turn on one route, beyond which they are refused. */
-export const WAITING_PER_USER = 16
+/**
+ * Requests of one user waiting for a turn on one route, beyond which they are refused: as many
+ * connections as one address may hold (MAX_CONNECTIONS_PER_ADDRESS's default), so a client on
+ * one address that waits for its answers is never refused for it.
+ */
+export const WAITING_PER_USER = 64
 
 interface Line { running: number, waiting: Array<() => void> }
 

@@ -106,8 +106,8 @@ t.test('the working combination: DATABASE_POOLER=transaction, named statements o
   })
 
   t.test('requests at once, on every pooled connection, answer as they would without the pooler', async (t) => {
-    // Ten users: each user's pages are built one at a time, with at most 16 waiting
-    // (plugins/app/user-turns.ts), so ten GETs each is what one user may have at once.
+    // Ten users: each user's pages are built one at a time (plugins/app/user-turns.ts), so
+    // the GETs of one user would run one after another, not on every pooled connection.
     const users = await Promise.all(Array.from({ length: 10 }, () => registerUser(service)))
     const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => {
       const user = users[Math.floor(i / 2) % users.length]!
