@@ -1,13 +1,14 @@
-// What queues each account email: called inside the transaction of the change that causes
-// it, so the message exists exactly when the change does; and what turns a queued row into
-// the message sent.
+// What queues each account email (an Outbox, bound to the transaction of the change that
+// causes it, so the message exists exactly when the change does; mail/queue.ts hands it out
+// and wakes the sender after the commit) and what turns a queued row into the message sent.
 // A link's token is never stored, so nothing at rest is a usable link: the outbox row keeps
 // a random nonce, the token is HMAC-SHA-256 of it under a key derived from AUTH_JWT_SECRET
 // (32 bytes, base64url), computed again when the message is sent, and email_tokens keeps only
 // the token's SHA-256. A copy of the database without the secret rebuilds no link.
 import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
-import { findUserForEmailToken, insertEmailToken, queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/email.js'
+import { queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/email-outbox.js'
+import { findUserForEmailToken, insertEmailToken } from '../db/email-tokens.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
   emailChangedEmail, passwordChangedEmail, passwordResetEmail, tokenLink, verificationEmail, welcomeEmail,
@@ -60,30 +61,60 @@ async function queueWithLink (tx: Kysely<Database>, ctx: OutboxContext, user: Re
 const queueRendered = (tx: Kysely<Database>, user: { id: string }, recipient: string, email: RenderedEmail) =>
   queueEmail(tx, { userId: user.id, kind: email.kind, recipient, subject: email.subject, text: email.text, html: email.html, linkNonce: null })
 
-/** After registration: a welcome that carries the verification link. */
-export const queueWelcome = (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient): Promise<void> =>
-  queueWithLink(tx, ctx, user, 'welcome')
-
-export const queueVerification = (tx: Kysely<Database>, ctx: OutboxContext, user: Recipient): Promise<void> =>
-  queueWithLink(tx, ctx, user, 'email_verification')
-
 /**
- * "Forgot password": a reset link to `email` if it is an account's address, else nothing,
- * with the same work either way (one statement after the same computation).
+ * The account emails, queued on one database handle: a transaction (mail/queue.ts opens it)
+ * or, for the one-statement "forgot", the database itself. Counts what it queued, so the
+ * sender is woken only when there is something to send.
  */
-export async function queuePasswordResetIfAccount (db: Kysely<Database>, ctx: OutboxContext, email: string): Promise<void> {
-  const { nonce, hash, subject } = newLink(ctx, 'password_reset')
-  await queueTokenEmailIfAccount(db, email,
-    { hash, purpose: WITH_LINK.password_reset.purpose, ttlMs: WITH_LINK.password_reset.ttlMs },
-    { kind: 'password_reset', subject, linkNonce: nonce })
+export class Outbox {
+  readonly #db: Kysely<Database>
+  readonly #ctx: OutboxContext
+  #queued = 0
+
+  constructor (db: Kysely<Database>, ctx: OutboxContext) {
+    this.#db = db
+    this.#ctx = ctx
+  }
+
+  /** Messages queued through this outbox (a "forgot" counts, whether or not it found an account). */
+  get queued (): number {
+    return this.#queued
+  }
+
+  /** After registration: a welcome that carries the verification link. */
+  async welcome (user: Recipient): Promise<void> {
+    await queueWithLink(this.#db, this.#ctx, user, 'welcome')
+    this.#queued++
+  }
+
+  async verification (user: Recipient): Promise<void> {
+    await queueWithLink(this.#db, this.#ctx, user, 'email_verification')
+    this.#queued++
+  }
+
+  /**
+   * "Forgot password": a reset link to `email` if it is an account's address, else nothing,
+   * with the same work either way (one statement after the same computation).
+   */
+  async passwordResetIfAccount (email: string): Promise<void> {
+    const { nonce, hash, subject } = newLink(this.#ctx, 'password_reset')
+    await queueTokenEmailIfAccount(this.#db, email,
+      { hash, purpose: WITH_LINK.password_reset.purpose, ttlMs: WITH_LINK.password_reset.ttlMs },
+      { kind: 'password_reset', subject, linkNonce: nonce })
+    this.#queued++
+  }
+
+  async passwordChanged (user: Recipient): Promise<void> {
+    await queueRendered(this.#db, user, user.email, passwordChangedEmail(this.#ctx))
+    this.#queued++
+  }
+
+  /** To the old address: the account now uses `newEmail`. */
+  async emailChanged (user: { id: string }, oldEmail: string, newEmail: string): Promise<void> {
+    await queueRendered(this.#db, user, oldEmail, emailChangedEmail(this.#ctx, newEmail))
+    this.#queued++
+  }
 }
-
-export const queuePasswordChanged = (tx: Kysely<Database>, ctx: MailContext, user: Recipient): Promise<void> =>
-  queueRendered(tx, user, user.email, passwordChangedEmail(ctx))
-
-/** To the old address: the account now uses `newEmail`. */
-export const queueEmailChanged = (tx: Kysely<Database>, ctx: MailContext, user: { id: string }, oldEmail: string, newEmail: string): Promise<void> =>
-  queueRendered(tx, user, oldEmail, emailChangedEmail(ctx, newEmail))
 
 export interface ComposedEmail {
   recipient: string

@@ -1,9 +1,8 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { closeBillingAccount } from '../../billing/service.js'
-import { voidEmailTokens } from '../../db/email.js'
+import { voidEmailTokens } from '../../db/email-tokens.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
-import { queueEmailChanged, queuePasswordChanged, queueVerification } from '../../mail/outbox.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
@@ -60,7 +59,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     let updated
     try {
       // The emails are queued in the transaction of the change, so they exist exactly when it does.
-      updated = await db.transaction().execute(async (tx) => {
+      updated = await mail.transaction(async (tx, outbox) => {
         const row = await updateUser(tx, user.id, {
           name: body.name === undefined ? undefined : (body.name?.trim() || null),
           image: body.image,
@@ -70,13 +69,13 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
         })
         if (row === undefined) return undefined
         if (emailChanges) {
-          await queueVerification(tx, mail.context, row)
-          await queueEmailChanged(tx, mail.context, row, user.email, row.email)
+          await outbox.verification(row)
+          await outbox.emailChanged(row, user.email, row.email)
         }
         if (passwordHash !== undefined) {
           // A reset link sent before the change must not undo it.
           await voidEmailTokens(tx, row.id, 'password_reset')
-          await queuePasswordChanged(tx, mail.context, row)
+          await outbox.passwordChanged(row)
         }
         return row
       })
@@ -84,7 +83,6 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       if (isUniqueViolation(err)) throw new EmailTakenError()
       throw err
     }
-    if (updated !== undefined && (emailChanges || passwordHash !== undefined)) mail.wake()
     if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
     const token = passwordHash === undefined ? undefined : fastify.signIn(reply, updated)
     if (body.currentPassword !== undefined) await signInLimits.succeeded(request, reply, updated.email)

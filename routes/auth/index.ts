@@ -5,7 +5,6 @@ import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normaliz
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { EmailTakenError, InvalidCredentialsError } from '../../errors.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
-import { queueWelcome } from '../../mail/outbox.js'
 import { randomUUID } from 'node:crypto'
 import recovery from './recovery.js'
 
@@ -42,16 +41,15 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     const name = request.body.name?.trim() || null
     let user
     try {
-      user = await db.transaction().execute(async (tx) => {
+      user = await mail.transaction(async (tx, outbox) => {
         const created = await createUserWithPreferences(tx, { id: randomUUID(), name, email, passwordHash })
-        await queueWelcome(tx, mail.context, created)
+        await outbox.welcome(created)
         return created
       })
     } catch (err) {
       if (isUniqueViolation(err)) throw await taken()
       throw err
     }
-    mail.wake()
     // The auth cookie first: clients that read one Set-Cookie find the token.
     const token = fastify.signIn(reply, user)
     await signInLimits.succeeded(request, reply, user.email)

@@ -2,9 +2,9 @@
 // fresh verification link. Registered by routes/auth/index.ts (under /auth). Each email is
 // queued in the transaction of the change that causes it and sent by plugins/app/mailer.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { consumeEmailToken, findUserForEmailToken } from '../../db/email.js'
+import { consumeEmailToken, findUserForEmailToken } from '../../db/email-tokens.js'
 import { markEmailVerified, normalizeEmail, resetPassword, toUser } from '../../db/users.js'
-import { hashToken, queuePasswordChanged, queuePasswordResetIfAccount, queueVerification } from '../../mail/outbox.js'
+import { hashToken } from '../../mail/outbox.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { EmailAlreadyVerifiedError, ResetTokenInvalidError, VerificationTokenInvalidError } from '../../errors.js'
 import { AuthResponse, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, UserResponse, VerifyEmailBody } from '../../schemas/users.js'
@@ -32,7 +32,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     if (!await signInLimits.admitMail(request, email)) return reply.code(202).send({ success: true as const, data: null })
     // After the answer, and the same work whether or not the address has an account: one
     // statement that queues the link only for an account, then the sender is woken.
-    mail.inBackground('password reset', () => queuePasswordResetIfAccount(db, mail.context, email))
+    mail.inBackground('password reset', (outbox) => outbox.passwordResetIfAccount(email))
     return reply.code(202).send({ success: true as const, data: null })
   })
 
@@ -62,15 +62,14 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     // Checked before hashing (no hash for a bad token), and used up only in the transaction below.
     if (await findUserForEmailToken(db, hash, 'password_reset') === undefined) throw await invalid()
     const passwordHash = await passwords.hash(password)
-    const user = await db.transaction().execute(async (tx) => {
+    const user = await mail.transaction(async (tx, outbox) => {
       const userId = await consumeEmailToken(tx, hash, 'password_reset')
       if (userId === undefined) return undefined
       const updated = await resetPassword(tx, userId, passwordHash)
-      await queuePasswordChanged(tx, mail.context, updated)
+      await outbox.passwordChanged(updated)
       return updated
     })
     if (user === undefined) throw await invalid()
-    mail.wake()
     const jwt = fastify.signIn(reply, user)
     await signInLimits.succeeded(request, reply, user.email)
     return { success: true as const, token: jwt, user: toUser(user) }
@@ -114,8 +113,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     const { user } = request
     if (user.email_verified !== null) throw new EmailAlreadyVerifiedError()
     if (await signInLimits.admitMail(request, user.email)) {
-      await db.transaction().execute((tx) => queueVerification(tx, mail.context, user))
-      mail.wake()
+      await mail.transaction((tx, outbox) => outbox.verification(user))
     }
     return reply.code(202).send({ success: true as const, data: null })
   })

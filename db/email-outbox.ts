@@ -1,9 +1,9 @@
-// The email outbox and the one-time email tokens. Rows are written inside the caller's
-// transaction (with the change that causes the message); the sender claims a due row with a
-// lease (FOR UPDATE SKIP LOCKED, so concurrent senders never take the same row), sends
-// outside any transaction, then records the outcome.
+// The email outbox: one row per message, written inside the caller's transaction (with the
+// change that causes the message). The sender (mail/sender.ts) claims a due row with a lease
+// (FOR UPDATE SKIP LOCKED, so concurrent senders never take the same row), sends outside any
+// transaction, then records the outcome here.
 import { sql, type Kysely } from 'kysely'
-import type { Database, EmailTokenPurpose, UserRow } from './types.js'
+import type { Database, EmailTokenPurpose } from './types.js'
 
 export interface OutgoingEmail {
   userId: string | null
@@ -160,77 +160,8 @@ export async function msUntilNextEmailDue (db: Kysely<Database>): Promise<number
   return ms === null ? undefined : Math.max(0, Number(ms))
 }
 
-/** Housekeeping: expired or used tokens, and sent messages after a week (failed ones stay a month). */
-export async function purgeEmailRecords (db: Kysely<Database>): Promise<void> {
-  await db.deleteFrom('email_tokens').where('expires_at', '<', sql<string>`now()`).execute()
+/** Housekeeping: sent messages after a week; given-up ones stay a month, for inspection. */
+export async function purgeOldEmails (db: Kysely<Database>): Promise<void> {
   await db.deleteFrom('email_outbox').where('sent_at', '<', sql<string>`now() - interval '7 days'`).execute()
   await db.deleteFrom('email_outbox').where('failed_at', '<', sql<string>`now() - interval '30 days'`).execute()
-}
-
-export async function insertEmailToken (
-  db: Kysely<Database>,
-  token: { hash: string, userId: string, purpose: EmailTokenPurpose, email: string, ttlMs: number }
-): Promise<void> {
-  await db.insertInto('email_tokens').values({
-    token_hash: token.hash,
-    user_id: token.userId,
-    purpose: token.purpose,
-    email: token.email,
-    expires_at: sql`now() + ${token.ttlMs}::int * interval '1 millisecond'`
-  }).execute()
-}
-
-// A token is for the address the user has now, and was issued since the account last
-// changed its address: after A → B → A, links sent to A the first time stay dead. Both sides
-// are transaction times (now()), so a link issued with the change itself (the verification
-// of the new address) counts as after it.
-const tokenStillFitsUser = sql<boolean>`users.email = email_tokens.email and (users.email_changed_at is null or email_tokens.created_at >= users.email_changed_at)`
-
-/**
- * The user a live token names: unused, unexpired, of this purpose, and issued for the
- * address the user still has, since they last changed it. Looked up by hash, so no
- * comparison of secrets takes place.
- */
-export function findUserForEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<UserRow | undefined> {
-  return db.selectFrom('email_tokens')
-    .innerJoin('users', 'users.id', 'email_tokens.user_id')
-    .selectAll('users')
-    .where('email_tokens.token_hash', '=', hash)
-    .where('email_tokens.purpose', '=', purpose)
-    .where('email_tokens.used_at', 'is', null)
-    .where('email_tokens.expires_at', '>', sql<string>`now()`)
-    .where(tokenStillFitsUser)
-    .executeTakeFirst()
-}
-
-/**
- * Uses the token once: its user id, or undefined when it is not live (see
- * findUserForEmailToken). Of two concurrent uses one wins. Other live tokens of the same
- * purpose for the user go with it.
- */
-export async function consumeEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<string | undefined> {
-  const used = await db.updateTable('email_tokens')
-    .set({ used_at: sql`now()` })
-    .where('token_hash', '=', hash)
-    .where('purpose', '=', purpose)
-    .where('used_at', 'is', null)
-    .where('expires_at', '>', sql<string>`now()`)
-    .where(({ exists, selectFrom }) => exists(selectFrom('users').select(sql`1`.as('one'))
-      .whereRef('users.id', '=', 'email_tokens.user_id')
-      .where(tokenStillFitsUser)))
-    .returning('user_id')
-    .executeTakeFirst()
-  if (used === undefined) return undefined
-  await voidEmailTokens(db, used.user_id, purpose)
-  return used.user_id
-}
-
-/** Ends every live token of this purpose for the user (a new password, a new address). */
-export async function voidEmailTokens (db: Kysely<Database>, userId: string, purpose: EmailTokenPurpose): Promise<void> {
-  await db.updateTable('email_tokens')
-    .set({ used_at: sql`now()` })
-    .where('user_id', '=', userId)
-    .where('purpose', '=', purpose)
-    .where('used_at', 'is', null)
-    .execute()
 }
