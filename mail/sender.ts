@@ -94,8 +94,13 @@ export class MailSender implements BackgroundJob {
    * then is aborted (its message is retried by the next sender, after a restart or elsewhere).
    */
   async stop (): Promise<void> {
-    await Promise.allSettled(this.#background)
+    await this.backgroundDone()
     await this.#job.stop()
+  }
+
+  /** Background queueing begun so far has finished (stopped or not: it needs only the database). */
+  async backgroundDone (): Promise<void> {
+    await Promise.allSettled(this.#background)
   }
 
   // Returns when the next pass is due: the poll interval, or sooner when a waiting row falls due.

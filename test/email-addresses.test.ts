@@ -83,7 +83,8 @@ t.test('an address stored before this rule is handed to SMTP as one mailbox, nev
   const ids = (await app.db.insertInto('email_outbox')
     .values(stored.map((recipient) => ({ kind: 'password_changed', recipient, subject: 'Your password was changed', text_body: 'changed', html_body: '<p>changed</p>' })))
     .returning('id').execute()).map((row) => row.id)
-  app.mail.wake()
+  // A pass of the sender, awaited: both rows are due now.
+  await app.mail.sender.runOnce()
   const rows = () => app.db.selectFrom('email_outbox').select(['sent_at', 'failed_at']).where('id', 'in', ids).execute()
   await until(async () => (await rows()).every((row) => row.sent_at !== null || row.failed_at !== null), 'both rows handled')
   const reached = sink.received.flatMap((m) => m.envelope).filter((address) => address.includes(tag))

@@ -72,4 +72,7 @@ export default fp(async function mailer (fastify) {
   fastify.jobs.every('mail.purge-tokens', PURGE_INTERVAL_MS, () => purgeExpiredEmailTokens(db))
   fastify.jobs.every('mail.purge-outbox', PURGE_INTERVAL_MS, () => purgeOldEmails(db))
   fastify.decorate('mail', new MailQueue(db, context, sender))
+  // Requests still in flight when the jobs stop may queue more in the background: onClose
+  // hooks run after them, and this one (registered after the database's) before it closes.
+  fastify.addHook('onClose', () => sender.backgroundDone())
 }, { name: 'mailer', dependencies: ['db', 'metrics', 'scheduler'] })
