@@ -5,13 +5,17 @@ import type { Database } from '../db/types.js'
 import { Outbox, type OutboxContext } from './outbox.js'
 import type { MailSender } from './sender.js'
 
-export class MailQueue {
+/** What the queue needs of the sender (a test may count wakes instead). */
+export type Waker = Pick<MailSender, 'wake' | 'inBackground'>
+
+export class MailQueue<S extends Waker = MailSender> {
   /** What messages are built with: the product name, APP_URL and the links' key. */
   readonly context: OutboxContext
-  readonly sender: MailSender
+  /** The sender it wakes: `app.mail.sender.runOnce()` in a test sends what is due. */
+  readonly sender: S
   readonly #db: Kysely<Database>
 
-  constructor (db: Kysely<Database>, context: OutboxContext, sender: MailSender) {
+  constructor (db: Kysely<Database>, context: OutboxContext, sender: S) {
     this.#db = db
     this.context = context
     this.sender = sender
