@@ -11,7 +11,7 @@ import {
   applyBillingEvent, forgetCheckoutSession, hasBillingRecord, isPaymentEventRecorded, linkCustomer, queueProviderAction,
   recordPaymentEvent, replaceOpenCheckoutSession, storeCancelAtPeriodEnd, toStoredSubscription
 } from '../db/billing.js'
-import { getOrCreatePreferences } from '../db/preferences.js'
+import { getPreferences } from '../db/preferences.js'
 import type { Database } from '../db/types.js'
 import { recordUsageEvent } from '../db/usage-events.js'
 import type { Payments } from '../plugins/app/payments.js'
@@ -158,7 +158,7 @@ export async function startCheckout (
   session: { priceId: string, successUrl: string, cancelUrl: string, idempotencyKey?: string }
 ): Promise<{ url: string, sessionId: string }> {
   payments.ensureConfigured()
-  const preferences = await getOrCreatePreferences(db, user.id)
+  const preferences = await getPreferences(db, user.id)
   if (isLive(preferences.payment_subscription_status)) throw new SubscriptionAlreadyActiveError()
   const customerId = preferences.payment_customer_id ??
     await linkCustomer(db, user.id, await payments.createCustomer({ id: user.id, email: user.email }))
@@ -178,7 +178,7 @@ export async function startCheckout (
  */
 export async function openBillingPortal ({ db, payments }: BillingContext, userId: string, options: { idempotencyKey?: string } = {}): Promise<string> {
   payments.ensureConfigured()
-  const { payment_customer_id: customerId } = await getOrCreatePreferences(db, userId)
+  const { payment_customer_id: customerId } = await getPreferences(db, userId)
   if (customerId === null) throw new NoBillingAccountError()
   return payments.createPortalSession(customerId, options)
 }
@@ -186,13 +186,13 @@ export async function openBillingPortal ({ db, payments }: BillingContext, userI
 /** The stored subscription (the webhooks keep it current); no provider call. */
 export async function storedSubscription ({ db, payments }: BillingContext, userId: string): Promise<Subscription> {
   payments.ensureConfigured()
-  return toStoredSubscription(await getOrCreatePreferences(db, userId))
+  return toStoredSubscription(await getPreferences(db, userId))
 }
 
 /** Cancels at the end of the paid period; 404 without a live subscription. */
 export async function cancelAtPeriodEnd ({ db, payments }: BillingContext, userId: string): Promise<Subscription> {
   payments.ensureConfigured()
-  const preferences = await getOrCreatePreferences(db, userId)
+  const preferences = await getPreferences(db, userId)
   const subscriptionId = preferences.payment_subscription_id
   if (subscriptionId === null || !isLive(preferences.payment_subscription_status)) throw new NoActiveSubscriptionError()
   const subscription = await payments.cancelAtPeriodEnd(subscriptionId)
@@ -207,7 +207,7 @@ export async function cancelAtPeriodEnd ({ db, payments }: BillingContext, userI
  * anything of ours is deleted. An account that never touched billing needs no provider.
  */
 export async function closeBillingAccount ({ db, payments }: BillingContext, userId: string): Promise<void> {
-  const preferences = await getOrCreatePreferences(db, userId)
+  const preferences = await getPreferences(db, userId)
   const customerId = preferences.payment_customer_id
   const liveSubscriptionId = isLive(preferences.payment_subscription_status) ? preferences.payment_subscription_id : null
   const openCheckoutSessionId = preferences.payment_checkout_session_id
