@@ -1,8 +1,8 @@
-// billing/events.ts alone: what each provider event means for us, the one mapping of a
+// billing/stripe-events.ts alone: what each provider event means for us, the one mapping of a
 // Stripe subscription, and the shape check of a signed event. No server, no database.
 import type Stripe from 'stripe'
 import t from 'tap'
-import { fromStripeSubscription, isHandled, meaningOf, readProviderEvent } from '../billing/events.js'
+import { fromStripeSubscription, isHandled, meaningOf, readProviderEvent } from '../billing/stripe-events.js'
 import { checkoutSessionCompleted, invoicePaymentFailed, invoicePaymentSucceeded, makeEvent, subscriptionDeleted, subscriptionUpdated } from './stripe-events.js'
 
 const CREATED = 1_790_000_000

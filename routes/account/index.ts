@@ -1,6 +1,5 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { closeBillingAccount } from '../../billing/service.js'
 import { voidEmailTokens } from '../../db/email.js'
 import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
 import { queueEmailChanged, queuePasswordChanged, queueVerification } from '../../mail/outbox.js'
@@ -103,7 +102,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     // Stop billing before the record of who to bill disappears.
-    await closeBillingAccount({ db, payments: fastify.payments, log: request.log }, request.user.id)
+    await fastify.billing.closeBillingAccount(request.user.id)
     // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
     await deleteUser(db, request.user.id)
     fastify.clearAuthCookie(reply)
