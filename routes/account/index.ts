@@ -1,6 +1,5 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { closeBillingAccount } from '../../billing/service.js'
 import { deleteUser, toUser } from '../../db/users.js'
 import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -62,7 +61,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     // Stop billing before the record of who to bill disappears.
-    await closeBillingAccount({ db, payments: fastify.payments, log: request.log }, request.user.id)
+    await fastify.billing.closeBillingAccount(request.user.id)
     // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
     await deleteUser(db, request.user.id)
     fastify.clearAuthCookie(reply)
