@@ -42,12 +42,12 @@ export const ConfigSchema = Type.Object({
   DATABASE_CONNECT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 3000, errorMessage: 'must be milliseconds from 100 to 60000' }),
   DATABASE_STATEMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000, errorMessage: 'must be milliseconds from 100 to 600000' }),
   // The client's own limit on a query's round trip, for when the network to PostgreSQL goes
-  // silent and no answer, error or reset ever comes (db/connect.ts). Unset: a second above the
+  // silent and no answer, error or reset ever comes (db/engine/connect.ts). Unset: a second above the
   // statement timeout, so a slow statement is still cancelled by the server first (its answer
   // takes milliseconds; the second covers a busy event loop) and the connection is kept.
   DATABASE_QUERY_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 900_000, errorMessage: 'must be milliseconds from 100 to 900000' })),
   DATABASE_PREPARED_STATEMENTS: Type.Boolean({ default: true, errorMessage: 'must be true or false' }),
-  // What stands between the service and PostgreSQL (db/pooler-check.ts). `none`: PostgreSQL itself
+  // What stands between the service and PostgreSQL (db/engine/pooler-check.ts). `none`: PostgreSQL itself
   // or a proxy that keeps each connection's session; the statement timeout is sent when each
   // connection opens. `transaction`: a pooler in transaction mode (PgBouncer's pool_mode =
   // transaction), which refuses or drops that start-up parameter and hands each transaction to

@@ -9,8 +9,8 @@ import fp from 'fastify-plugin'
 import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './config.js'
-import { DataDirInUseError } from './db/data-dir-lock.js'
-import { DatabaseSetupError } from './db/pooler-check.js'
+import { DataDirInUseError } from './db/engine/data-dir-lock.js'
+import { DatabaseSetupError } from './db/engine/pooler-check.js'
 
 let config
 try {

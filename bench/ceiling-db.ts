@@ -10,7 +10,7 @@ import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import pg from 'pg'
 import { earliestTokenIat } from '../db/users.js'
-import { pgliteParsers, pgTypes, SESSION_SETTINGS } from '../db/timestamps.js'
+import { pgliteParsers, pgTypes, SESSION_SETTINGS } from '../db/engine/timestamps.js'
 import { statement } from './statements.js'
 
 type Row = Record<string, unknown>

@@ -7,14 +7,13 @@
 // schedules a retry with exponential backoff. It gives up on a refusal the provider means
 // for good, or GIVE_UP_MS after the action was queued, with an error line and the
 // billing_provider_actions{state="failed"} gauge for the operator (docs/billing.md).
-import type { FastifyBaseLogger } from 'fastify'
 import type { Kysely } from 'kysely'
 import {
   claimDueProviderAction, markProviderActionDone, markProviderActionFailed, msUntilNextProviderAction,
   purgeProviderActions, scheduleProviderActionRetry, type ClaimedProviderAction
 } from '../db/billing.js'
 import type { Database } from '../db/types.js'
-import { providerFailureOf, type Payments } from '../plugins/app/payments.js'
+import { providerFailureOf, type BillingLog, type PaymentProvider } from './provider.js'
 
 /**
  * Long enough to ride out a provider outage or a key being fixed over a weekend; short of the
@@ -47,8 +46,8 @@ export interface ProviderActionWorker {
 
 export interface ProviderActionWorkerOptions {
   db: Kysely<Database>
-  payments: Payments
-  log: FastifyBaseLogger
+  provider: PaymentProvider
+  log: BillingLog
   /** The first retry's delay; each next one doubles, up to an hour. */
   retryBaseMs: number
   /** How long one claimed action may take before another worker may take it over. */
@@ -57,7 +56,7 @@ export interface ProviderActionWorkerOptions {
 
 const clip = (text: string): string => text.length <= 500 ? text : `${text.slice(0, 500)}…`
 
-export function createProviderActionWorker ({ db, payments, log, retryBaseMs, leaseMs }: ProviderActionWorkerOptions): ProviderActionWorker {
+export function createProviderActionWorker ({ db, provider, log, retryBaseMs, leaseMs }: ProviderActionWorkerOptions): ProviderActionWorker {
   let started = false
   let stopped = false
   let chain: Promise<unknown> = Promise.resolve()
@@ -70,7 +69,7 @@ export function createProviderActionWorker ({ db, payments, log, retryBaseMs, le
     let result: string
     try {
       // One key per action: a retry is the same request.
-      result = await payments.cancelNow(action.subscriptionId, { idempotencyKey: `billing-action-${action.id}` })
+      result = await provider.cancelNow(action.subscriptionId, { idempotencyKey: `billing-action-${action.id}` })
     } catch (err) {
       const failure = providerFailureOf(err)
       const error = clip(failure?.detail ?? String((err as Error)?.message ?? err))
@@ -92,7 +91,7 @@ export function createProviderActionWorker ({ db, payments, log, retryBaseMs, le
   const pass = async (): Promise<number> => {
     if (stopped) return 0
     try {
-      payments.ensureConfigured()
+      provider.ensureConfigured()
     } catch {
       return 0 // billing is off: actions wait (the gauge shows them)
     }

@@ -30,7 +30,7 @@ export const isEnded = (status: string | null): boolean => (ENDED_STATUSES as re
 /** Plan is `pro` while the subscription is live, else `free`. */
 export const planFor = (status: string | null): 'pro' | 'free' => isLive(status) ? 'pro' : 'free'
 
-/** A subscription as the provider describes it at one moment (billing/events.ts maps Stripe's). */
+/** A subscription as the provider describes it at one moment (billing/stripe-events.ts maps Stripe's). */
 export interface ProviderSubscription {
   id: string
   customerId: string

@@ -1,10 +1,10 @@
 // Billing state in user_preferences, the ledger of applied provider events, and the provider
-// actions they decided on. What an event does to the state is decided in billing/rules.ts;
-// this file reads and writes it.
+// actions they decided on: read and written here, decided in billing/service.ts (with the rules
+// of billing/rules.ts).
 import { sql, type Kysely } from 'kysely'
 import type { Subscription } from '../schemas/billing.js'
-import type { SubscriptionTarget } from '../billing/events.js'
-import { decideBillingEvent, planFor, type BillingEvent, type BillingState, type IgnoredBecause, type Version } from '../billing/rules.js'
+import type { SubscriptionTarget } from '../billing/provider.js'
+import type { BillingState, Version } from '../billing/rules.js'
 import type { Database, PreferencesRow, ProviderActionKind, ProviderActionReason } from './types.js'
 
 export const toStoredSubscription = (row: PreferencesRow): Subscription => {
@@ -60,12 +60,6 @@ export async function recordPaymentEvent (db: Kysely<Database>, event: { id: str
   return inserted !== undefined
 }
 
-export type ApplyResult =
-  | { outcome: 'applied', userId: string, plan: string }
-  | { outcome: 'ignored', because: IgnoredBecause }
-  | { outcome: 'second-subscription', userId: string, subscriptionId: string }
-  | { outcome: 'unknown' }
-
 const versionOf = (at: string | null, precedence: number): Version | null => at === null ? null : { at: new Date(at), precedence }
 const dateOf = (value: string | null): Date | null => value === null ? null : new Date(value)
 
@@ -83,30 +77,28 @@ function billingStateOf (row: PreferencesRow): BillingState {
 }
 
 /**
- * Applies a provider event to the stored subscription of the user it targets, as
- * billing/rules.ts decides (late and reordered deliveries end in one state). The row is
- * locked for the decision, so concurrent deliveries apply one after the other.
+ * The stored subscription of the user an event targets, its row locked until the caller's
+ * transaction ends (concurrent deliveries then apply one after the other); undefined when no
+ * user matches.
  */
-export async function applyBillingEvent (db: Kysely<Database>, target: SubscriptionTarget, event: BillingEvent): Promise<ApplyResult> {
+export async function lockBillingState (db: Kysely<Database>, target: SubscriptionTarget): Promise<{ userId: string, state: BillingState } | undefined> {
   let query = db.selectFrom('user_preferences').selectAll().forUpdate()
   query = 'userId' in target ? query.where('user_id', '=', target.userId) : query.where('payment_customer_id', '=', target.customerId)
   const row = await query.executeTakeFirst()
-  if (row === undefined) return { outcome: 'unknown' }
-  const decision = decideBillingEvent(billingStateOf(row), event)
-  if (decision.action === 'ignore') return { outcome: 'ignored', because: decision.because }
-  if (decision.action === 'cancel-second-subscription') return { outcome: 'second-subscription', userId: row.user_id, subscriptionId: decision.subscriptionId }
+  return row === undefined ? undefined : { userId: row.user_id, state: billingStateOf(row) }
+}
 
-  const { state } = decision
-  const plan = planFor(state.status)
+/** Stores the user's subscription state with its plan, and the provider customer when given. */
+export async function storeBillingState (db: Kysely<Database>, userId: string, state: BillingState, extra: { plan: string, customerId?: string }): Promise<void> {
   await db.updateTable('user_preferences')
     .set({
-      ...(event.kind === 'checkout-completed' && { payment_customer_id: event.subscription.customerId }),
+      ...(extra.customerId !== undefined && { payment_customer_id: extra.customerId }),
       payment_subscription_id: state.subscriptionId,
       payment_subscription_status: state.status,
       payment_price_id: state.priceId,
       payment_current_period_end: state.currentPeriodEnd,
       cancel_at_period_end: state.cancelAtPeriodEnd,
-      plan,
+      plan: extra.plan,
       payment_state_at: state.statusVersion?.at ?? null,
       payment_state_precedence: state.statusVersion?.precedence ?? 0,
       payment_period_end_at: state.periodEndVersion?.at ?? null,
@@ -115,9 +107,8 @@ export async function applyBillingEvent (db: Kysely<Database>, target: Subscript
       payment_terms_precedence: state.termsVersion?.precedence ?? 0,
       updated_at: sql`now()`
     })
-    .where('id', '=', row.id)
+    .where('user_id', '=', userId)
     .execute()
-  return { outcome: 'applied', userId: row.user_id, plan }
 }
 
 /**
@@ -150,13 +141,13 @@ export async function forgetCheckoutSession (db: Kysely<Database>, userId: strin
 }
 
 /** After a cancel request at the provider: the stored copy of what it answered. */
-export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: string, change: { status: string, currentPeriodEnd: Date | null, cancelAtPeriodEnd: boolean }): Promise<PreferencesRow> {
+export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: string, change: { status: string, currentPeriodEnd: Date | null, cancelAtPeriodEnd: boolean, plan: string }): Promise<PreferencesRow> {
   return db.updateTable('user_preferences')
     .set({
       payment_subscription_status: change.status,
       payment_current_period_end: change.currentPeriodEnd,
       cancel_at_period_end: change.cancelAtPeriodEnd,
-      plan: planFor(change.status),
+      plan: change.plan,
       updated_at: sql`now()`
     })
     .where('user_id', '=', userId)

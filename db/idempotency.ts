@@ -5,7 +5,7 @@
 // record without an answer is "running" while its lease lasts and "free" after (its request
 // failed, or its instance died).
 import { sql, type ExpressionBuilder, type Kysely, type SqlBool } from 'kysely'
-import { prepareQuery } from './prepared.js'
+import { prepareQuery } from './statements.js'
 import type { Database } from './types.js'
 
 /** How long a key's answer is kept (Stripe's 24 hours). */

@@ -36,20 +36,26 @@ export interface PreferenceChanges {
   pushNotifications?: boolean
 }
 
-/** The user's preferences, creating the default row when there is none. */
-export async function getOrCreatePreferences (db: Kysely<Database>, userId: string): Promise<PreferencesRow> {
-  const existing = await db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirst()
-  if (existing) return existing
-  // Concurrent first reads race to insert; the unique user_id makes the loser a no-op.
-  await db.insertInto('user_preferences').values({ user_id: userId })
-    .onConflict((oc) => oc.column('user_id').doNothing())
-    .execute()
-  return db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirstOrThrow()
+/**
+ * Registration writes the row with the user (createUserWithPreferences), so a user without one
+ * is a defect, not a first visit: reads never write, and say so instead of hiding it.
+ */
+export class MissingPreferencesError extends Error {
+  constructor (userId: string) {
+    super(`user ${userId} has no preferences row`)
+    this.name = 'MissingPreferencesError'
+  }
+}
+
+/** The user's preferences. */
+export async function getPreferences (db: Kysely<Database>, userId: string): Promise<PreferencesRow> {
+  const row = await db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirst()
+  if (row === undefined) throw new MissingPreferencesError(userId)
+  return row
 }
 
 export async function updatePreferences (db: Kysely<Database>, userId: string, changes: PreferenceChanges): Promise<PreferencesRow> {
-  await getOrCreatePreferences(db, userId)
-  return db.updateTable('user_preferences')
+  const row = await db.updateTable('user_preferences')
     .set({
       ...(changes.theme !== undefined && { theme: changes.theme }),
       ...(changes.language !== undefined && { language: changes.language }),
@@ -63,5 +69,7 @@ export async function updatePreferences (db: Kysely<Database>, userId: string, c
     })
     .where('user_id', '=', userId)
     .returningAll()
-    .executeTakeFirstOrThrow()
+    .executeTakeFirst()
+  if (row === undefined) throw new MissingPreferencesError(userId)
+  return row
 }

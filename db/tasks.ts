@@ -1,7 +1,7 @@
 // Tasks, always scoped to their owner: every query takes the user id.
 import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely'
 import type { CreateTaskBody, Task, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
-import { prepareQuery } from './prepared.js'
+import { prepareQuery } from './statements.js'
 import type { Database, TaskRow } from './types.js'
 
 type TaskFields = Omit<TaskRow, 'user_id'>

@@ -3,7 +3,7 @@
 import type { ColumnType, Generated, Selectable } from 'kysely'
 import type { TaskStatus } from '../schemas/tasks.js'
 
-// Read as ISO-8601 strings (db/timestamps.ts); written as a Date or a string.
+// Read as ISO-8601 strings (db/engine/timestamps.ts); written as a Date or a string.
 type Timestamp = ColumnType<string, Date | string | undefined, Date | string>
 type NullableTimestamp = ColumnType<string | null, Date | string | null | undefined, Date | string | null>
 

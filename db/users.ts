@@ -1,7 +1,7 @@
 // Users: creation with default preferences, lookups for sign-in and for token checks.
 import { sql, type Kysely } from 'kysely'
 import type { User } from '../schemas/users.js'
-import { prepareQuery } from './prepared.js'
+import { prepareQuery } from './statements.js'
 import type { Database, UserRow } from './types.js'
 
 export const toUser = (row: UserRow): User => ({
@@ -37,7 +37,7 @@ export function findUserByEmail (db: Kysely<Database>, email: string): Promise<U
 const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
 
 // The user a token names, unless that token was revoked: one round trip per
-// authenticated request, prepared once (db/prepared.ts).
+// authenticated request, prepared once (db/engine/prepared.ts).
 export const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
   db.selectFrom('users').select(USER_COLUMNS)
     .where('id', '=', p.userId)

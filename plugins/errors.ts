@@ -8,7 +8,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { isDatabaseUnavailable } from '../db/connect.js'
+import { isDatabaseUnavailable } from '../db/engine/connect.js'
 import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode } from '../errors.js'
 import { SECURITY_HEADERS } from './response-headers.js'
 

@@ -1,11 +1,11 @@
 // `npm run migrate`: brings the configured database (DATABASE_URL, or the embedded one
 // under DATA_DIR) to the latest schema. The server also does this at start-up. On the
-// embedded database it refuses while a server has the directory (db/data-dir-lock.ts).
+// embedded database it refuses while a server has the directory (db/engine/data-dir-lock.ts).
 // In the image, without tsx: `node dist/scripts/migrate.js`.
-import { createDatabase } from '../db/connect.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { createDatabase } from '../db/engine/connect.js'
+import { migrateToLatest } from '../db/engine/migrate.js'
 import { ConfigError, loadConfig } from '../config.js'
-import { DataDirInUseError } from '../db/data-dir-lock.js'
+import { DataDirInUseError } from '../db/engine/data-dir-lock.js'
 
 try {
   const config = loadConfig()

@@ -231,7 +231,7 @@ t.test('PATCH /account/profile: a password change rotates the token', async (t) 
   t.same(body.data, await storedPublicUser(user.id))
   t.type(body.token, 'string')
   t.not(body.token, user.token, 'a fresh token')
-  // Beside the device cookie a successful password check sets (plugins/app/sign-in-limits.ts).
+  // Beside the device cookie a successful password check sets (accounts/limits.ts).
   t.ok([res.headers['set-cookie']].flat().some((cookie) => new RegExp(`^auth_token=${body.token.replaceAll('.', '\\.')};`).test(cookie ?? '')), 'the cookie carries the fresh token')
 
   const after = await userRow(app.db, user.id)

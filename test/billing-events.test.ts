@@ -1,8 +1,11 @@
-// billing/events.ts alone: what each provider event means for us, the one mapping of a
+// billing/stripe-events.ts alone: what each provider event means for us, the one mapping of a
 // Stripe subscription, and the shape check of a signed event. No server, no database.
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import type Stripe from 'stripe'
 import t from 'tap'
-import { fromStripeSubscription, isHandled, meaningOf, readProviderEvent } from '../billing/events.js'
+import { fromStripeSubscription, HANDLED_EVENT_TYPES, isHandled, meaningOf, readProviderEvent, toProviderEvent } from '../billing/stripe-events.js'
+import { PROJECT_ROOT } from './paths.js'
 import { checkoutSessionCompleted, invoicePaymentFailed, invoicePaymentSucceeded, makeEvent, subscriptionDeleted, subscriptionUpdated } from './stripe-events.js'
 
 const CREATED = 1_790_000_000
@@ -75,4 +78,21 @@ t.test('other event types are not handled; badly shaped events are refused', asy
   ] as const) {
     t.throws(() => readProviderEvent(body), { code: 'VALIDATION_FAILED', details: ['Not a well-formed provider event - body'] }, label)
   }
+})
+
+t.test('an event of ours: id, type, time, and its meaning (none for a type not handled)', async (t) => {
+  const event = subscriptionUpdated(subscription, { created: CREATED })
+  t.same(toProviderEvent(JSON.parse(JSON.stringify(event))), {
+    id: event.id, type: 'customer.subscription.updated', created: new Date(CREATED * 1000), meaning: meaningOf(asEvent(event))
+  })
+  t.match(toProviderEvent(JSON.parse(JSON.stringify(makeEvent('customer.created', { id: 'cus_1', object: 'customer' })))), { type: 'customer.created', meaning: null })
+  t.match(toProviderEvent(JSON.parse(JSON.stringify(makeEvent('toString', {})))), { meaning: null }, 'a type named like a prototype member is not handled')
+})
+
+t.test('docs/billing.md names exactly the handled event types (HANDLED_EVENT_TYPES is the one list)', async (t) => {
+  const doc = readFileSync(join(PROJECT_ROOT, 'docs', 'billing.md'), 'utf8')
+  const cliEvents = /--events ([\w.,]+)/.exec(doc)?.[1]?.split(',')
+  t.same(cliEvents, HANDLED_EVENT_TYPES, 'the `stripe listen --events` line')
+  const tableEvents = [...doc.matchAll(/^\| `([a-z_]+(?:\.[a-z_]+)+)` \|/gm)].map((match) => match[1])
+  t.same(tableEvents, HANDLED_EVENT_TYPES, 'the table of what each event does')
 })

@@ -4,63 +4,18 @@
 // deleting an account deletes the provider customer (which cancels its subscriptions) and
 // expires its open checkout.
 import { randomUUID } from 'node:crypto'
-import Fastify from 'fastify'
-import fp from 'fastify-plugin'
 import t from 'tap'
-import serviceApp from '../app.js'
-import { createUserWithPreferences } from '../db/users.js'
-import { serverOptions } from '../server-options.js'
-import { enforceContract } from './contract.js'
-import { json, testConfig } from './helper.js'
-import { checkoutSessionCompleted, signedDelivery, type StripeEventLike } from './stripe-events.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
+import { billingSetup, PRICE, WEBHOOK_SECRET } from './billing-setup.js'
+import { json } from './helper.js'
+import { checkoutSessionCompleted } from './stripe-events.js'
 
-const WEBHOOK_SECRET = 'whsec_test_one_subscription_0123'
-const PRICE = 'price_pro_monthly'
-
-const stripe = await startStripeStandIn()
-t.teardown(() => stripe.close())
-// As helper.build(), with the warnings kept: the same server options, the log lines to a list.
-const config = await testConfig(t, {
-  LOG_LEVEL: 'warn',
-  PAYMENT_SECRET_KEY: 'sk_test_standin',
-  PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-  PAYMENT_PRICE_IDS: PRICE,
-  PAYMENT_API_URL: stripe.url,
-  PAYMENT_MAX_RETRIES: '0',
-  PAYMENT_TIMEOUT_MS: '2000'
-})
-const logLines: string[] = []
-const options = serverOptions(config)
-const app = Fastify({ ...options, logger: { ...options.logger as object, stream: { write: (line: string) => { logLines.push(line) } } } })
-enforceContract(app)
-app.register(fp(serviceApp), { config })
-t.teardown(() => app.close())
-await app.ready()
-const warnings = (message: string) => logLines.map((line) => JSON.parse(line)).filter((entry) => entry.level === 40 && entry.msg === message)
-
-function deliver (event: StripeEventLike) {
-  const { body, headers } = signedDelivery(event, WEBHOOK_SECRET)
-  return app.inject({ method: 'POST', url: '/webhooks/payment', headers, payload: body })
-}
-
-/** A user straight in the database (no password hashing: these tests sign no one in). */
-async function newUser () {
-  const id = randomUUID()
-  const email = `one-${id}@example.com`
-  await createUserWithPreferences(app.db, { id, name: null, email, passwordHash: 'unused' })
-  return { id, auth: { authorization: `Bearer ${app.jwt.sign({ sub: id, email, jti: randomUUID() })}` } }
-}
+// The warnings kept: the log lines to a list.
+const setup = await billingSetup(t, { keepLog: true })
+const { app, stripe, logLines, deliver, checkout, stored } = setup
+const warnings = (message: string) => setup.logged(40, message)
+const newUser = () => setup.newUser('one')
 type User = Awaited<ReturnType<typeof newUser>>
 
-async function checkout (user: User): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
-  if (res.statusCode !== 200) throw new Error(`checkout failed: ${res.statusCode} ${res.body}`)
-  return json(res).data.sessionId
-}
-
-const stored = (user: User) =>
-  app.db.selectFrom('user_preferences').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
 const userExists = async (user: User) =>
   (await app.db.selectFrom('users').select('id').where('id', '=', user.id).executeTakeFirst()) !== undefined
 const sessionsOf = (customerId: string) => [...stripe.checkoutSessions.values()].filter((s) => s.customer === customerId)

@@ -1,60 +1,34 @@
 // Webhook events that race: every pair of events for one subscription, delivered in either
 // order, in the same second or a second apart, ends in one stored state; a cancelled
 // subscription never comes back; events of another subscription never overwrite a live one.
-import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { createUserWithPreferences } from '../db/users.js'
-import { build, json } from './helper.js'
+import { billingSetup, PRICE } from './billing-setup.js'
+import { json } from './helper.js'
 import {
-  checkoutSessionCompleted, invoicePaymentFailed, invoicePaymentSucceeded, signedDelivery,
+  checkoutSessionCompleted, invoicePaymentFailed, invoicePaymentSucceeded,
   subscriptionDeleted, subscriptionUpdated, type StripeEventLike
 } from './stripe-events.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
 
-const WEBHOOK_SECRET = 'whsec_test_order_0123456789'
-const PRICE = 'price_pro_monthly'
 const DAY = 86_400
 
-const stripe = await startStripeStandIn()
-t.teardown(() => stripe.close())
-const app = await build(t, {
-  PAYMENT_SECRET_KEY: 'sk_test_standin',
-  PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-  PAYMENT_PRICE_IDS: PRICE,
-  PAYMENT_API_URL: stripe.url,
-  PAYMENT_MAX_RETRIES: '0',
-  PAYMENT_TIMEOUT_MS: '2000'
-})
+const setup = await billingSetup(t)
+const { app, stripe } = setup
+const newUser = () => setup.newUser('order')
+/** Checkout through the API; the stand-in completes it; checkout.session.completed dated `created`. */
+const subscribe = (user: User, created: number) => setup.subscribe(user, { created })
 
 const now = () => Math.floor(Date.now() / 1000)
 const iso = (seconds: number) => new Date(seconds * 1000).toISOString()
 
 async function deliver (event: StripeEventLike) {
-  const { body, headers } = signedDelivery(event, WEBHOOK_SECRET)
-  const res = await app.inject({ method: 'POST', url: '/webhooks/payment', headers, payload: body })
+  const res = await setup.deliver(event)
   if (res.statusCode !== 200) throw new Error(`webhook ${event.type} answered ${res.statusCode} ${res.body}`)
 }
 
-/** A user straight in the database (no password hashing: these tests sign no one in). */
-async function newUser () {
-  const id = randomUUID()
-  const email = `order-${id}@example.com`
-  await createUserWithPreferences(app.db, { id, name: null, email, passwordHash: 'unused' })
-  return { id, auth: { authorization: `Bearer ${app.jwt.sign({ sub: id, email, jti: randomUUID() })}` } }
-}
 type User = Awaited<ReturnType<typeof newUser>>
 
-/** Checkout through the API; the stand-in completes it; checkout.session.completed dated `created`. */
-async function subscribe (user: User, created: number) {
-  const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
-  if (res.statusCode !== 200) throw new Error(`checkout failed: ${res.statusCode} ${res.body}`)
-  const { session, subscription } = stripe.completeCheckout(res.json().data.sessionId)
-  await deliver(checkoutSessionCompleted(session, { created }))
-  return { session, subscription }
-}
-
 async function stored (user: User) {
-  const row = await app.db.selectFrom('user_preferences').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  const row = await setup.stored(user)
   return {
     plan: row.plan,
     status: row.payment_subscription_status,

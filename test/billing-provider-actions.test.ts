@@ -3,64 +3,17 @@
 // failing provider is retried until the call is done; a refusal meant for good is given up
 // with an error for the operator, not retried for days; and a subscription that has ended
 // (or is gone) at the provider means the cancel is done.
-import { randomUUID } from 'node:crypto'
-import Fastify from 'fastify'
-import fp from 'fastify-plugin'
 import { sql } from 'kysely'
 import t from 'tap'
-import serviceApp from '../app.js'
-import { createUserWithPreferences } from '../db/users.js'
-import { serverOptions } from '../server-options.js'
-import { enforceContract } from './contract.js'
-import { json, testConfig, uniqueEmail, until } from './helper.js'
-import { checkoutSessionCompleted, signedDelivery, type StripeEventLike } from './stripe-events.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
+import { billingSetup, WEBHOOK_SECRET } from './billing-setup.js'
+import { uniqueEmail, until } from './helper.js'
+import { checkoutSessionCompleted } from './stripe-events.js'
 
-const WEBHOOK_SECRET = 'whsec_test_provider_actions_0123'
-const PRICE = 'price_pro_monthly'
-
-const stripe = await startStripeStandIn()
-t.teardown(() => stripe.close())
-// As helper.build(), with the log lines kept: the same server options, the lines to a list.
-const config = await testConfig(t, {
-  LOG_LEVEL: 'warn',
-  PAYMENT_SECRET_KEY: 'sk_test_standin',
-  PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-  PAYMENT_PRICE_IDS: PRICE,
-  PAYMENT_API_URL: stripe.url,
-  PAYMENT_MAX_RETRIES: '0',
-  PAYMENT_TIMEOUT_MS: '5000',
-  // Retries due at once: the tests call runOnce() instead of waiting.
-  PAYMENT_ACTION_RETRY_BASE_MS: '10'
-})
-const logLines: string[] = []
-const options = serverOptions(config)
-const app = Fastify({ ...options, logger: { ...options.logger as object, stream: { write: (line: string) => { logLines.push(line) } } } })
-enforceContract(app)
-app.register(fp(serviceApp), { config })
-t.teardown(() => app.close())
-await app.ready()
-const logged = (level: number, message: string) => logLines.map((line) => JSON.parse(line)).filter((entry) => entry.level === level && entry.msg === message)
-
-function deliver (event: StripeEventLike) {
-  const { body, headers } = signedDelivery(event, WEBHOOK_SECRET)
-  return app.inject({ method: 'POST', url: '/webhooks/payment', headers, payload: body })
-}
-
-/** A user straight in the database (no password hashing: these users sign no one in). */
-async function newUser () {
-  const id = randomUUID()
-  const email = `actions-${id}@example.com`
-  await createUserWithPreferences(app.db, { id, name: null, email, passwordHash: 'unused' })
-  return { id, auth: { authorization: `Bearer ${app.jwt.sign({ sub: id, email, jti: randomUUID() })}` } }
-}
+// The log lines kept; retries due at once: the tests call runOnce() instead of waiting.
+const setup = await billingSetup(t, { keepLog: true, env: { PAYMENT_TIMEOUT_MS: '5000', PAYMENT_ACTION_RETRY_BASE_MS: '10' } })
+const { app, stripe, logLines, logged, deliver, checkout, stored, eventRecorded } = setup
+const newUser = () => setup.newUser('actions')
 type User = Awaited<ReturnType<typeof newUser>>
-
-async function checkout (user: User): Promise<string> {
-  const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
-  if (res.statusCode !== 200) throw new Error(`checkout failed: ${res.statusCode} ${res.body}`)
-  return json(res).data.sessionId
-}
 
 /** Two tabs: both checkouts paid; the first one's webhook has linked it. Returns [linked, extra]. */
 async function twoPaidCheckouts (user: User) {
@@ -71,13 +24,9 @@ async function twoPaidCheckouts (user: User) {
   return [linked, extra] as const
 }
 
-const stored = (user: User) =>
-  app.db.selectFrom('user_preferences').selectAll().where('user_id', '=', user.id).executeTakeFirstOrThrow()
 const actionsFor = (subscriptionId: string) =>
   app.db.selectFrom('billing_provider_actions').selectAll().where('subscription_id', '=', subscriptionId).execute()
 const actionFor = async (subscriptionId: string) => (await actionsFor(subscriptionId))[0]
-const eventRecorded = async (id: string) =>
-  (await app.db.selectFrom('payment_events').select('id').where('id', '=', id).executeTakeFirst()) !== undefined
 const cancelCalls = (subscriptionId: string) => stripe.calls.filter((c) => c.method === 'DELETE' && c.path === `/v1/subscriptions/${subscriptionId}`)
 const statusAtProvider = (subscriptionId: string): string => stripe.subscriptions.get(subscriptionId).status
 

@@ -3,53 +3,21 @@
 import { sql } from 'kysely'
 import t from 'tap'
 import { BODY_LIMIT } from '../server-options.js'
-import { build, json, registerUser, type TestUser } from './helper.js'
+import { billingSetup, PRICE, WEBHOOK_SECRET } from './billing-setup.js'
+import { build, json, registerUser } from './helper.js'
 import {
   checkoutSessionCompleted, invoicePaymentFailed, invoicePaymentSucceeded, makeEvent,
   signedDelivery, subscriptionDeleted, subscriptionUpdated
 } from './stripe-events.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
 
-const WEBHOOK_SECRET = 'whsec_test_0123456789abcdef'
-const PRICE = 'price_pro_monthly'
-
-const stripe = await startStripeStandIn()
-t.teardown(() => stripe.close())
-const app = await build(t, {
-  PAYMENT_SECRET_KEY: 'sk_test_standin',
-  PAYMENT_WEBHOOK_SECRET: WEBHOOK_SECRET,
-  PAYMENT_PRICE_IDS: `${PRICE}, price_pro_yearly`,
-  PAYMENT_API_URL: stripe.url,
-  PAYMENT_MAX_RETRIES: '0',
-  PAYMENT_TIMEOUT_MS: '500'
-})
+const { app, stripe, deliver, subscribe, eventRecorded, stored } = await billingSetup(t, { env: { PAYMENT_TIMEOUT_MS: '500' } })
 
 const now = () => Math.floor(Date.now() / 1000)
 
-function deliver (event: unknown, opts: { secret?: string, timestamp?: number, body?: string, headers?: Record<string, string> } = {}) {
-  const { body, headers } = signedDelivery(event, opts.secret ?? WEBHOOK_SECRET, opts)
-  return app.inject({ method: 'POST', url: '/webhooks/payment', headers: { ...headers, ...opts.headers }, payload: body })
-}
-
-const preferencesRow = (userId: string) =>
-  app.db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirstOrThrow()
+const preferencesRow = (userId: string) => stored({ id: userId })
 
 const usageEvents = (userId: string, name: string) =>
   app.db.selectFrom('usage_events').select('properties').where('user_id', '=', userId).where('name', '=', name).execute()
-
-const eventRecorded = async (id: string) =>
-  (await app.db.selectFrom('payment_events').select('id').where('id', '=', id).executeTakeFirst()) !== undefined
-
-/** Checkout through the API, then the stand-in completes it and the webhook arrives. */
-async function subscribe (user: TestUser) {
-  const res = await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })
-  if (res.statusCode !== 200) throw new Error(`checkout failed: ${res.statusCode} ${res.body}`)
-  const sessionId = [...stripe.checkoutSessions.keys()].at(-1)!
-  const { session, subscription } = stripe.completeCheckout(sessionId)
-  const delivered = await deliver(checkoutSessionCompleted(session))
-  if (delivered.statusCode !== 200) throw new Error(`webhook failed: ${delivered.statusCode} ${delivered.body}`)
-  return { session, subscription }
-}
 
 t.test('the full upgrade path: checkout → checkout.session.completed → pro and active', async (t) => {
   const user = await registerUser(app)

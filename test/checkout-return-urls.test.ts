@@ -2,19 +2,10 @@
 // `uri` format accepts but a browser's URL parser refuses is a 400 like any other foreign
 // one (it was a 500), with nothing asked of the provider.
 import t from 'tap'
-import { build, json, registerUser } from './helper.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
+import { billingSetup, PRICE } from './billing-setup.js'
+import { json, registerUser } from './helper.js'
 
-const PRICE = 'price_pro_monthly'
-const stripe = await startStripeStandIn()
-t.teardown(() => stripe.close())
-const app = await build(t, {
-  PAYMENT_SECRET_KEY: 'sk_test_return_urls',
-  PAYMENT_WEBHOOK_SECRET: 'whsec_test_return_urls',
-  PAYMENT_PRICE_IDS: PRICE,
-  PAYMENT_API_URL: stripe.url,
-  PAYMENT_MAX_RETRIES: '0'
-})
+const { app, stripe } = await billingSetup(t)
 
 t.test('a return URL that does not parse, or looks like ours but is not, is a 400', async (t) => {
   const user = await registerUser(app)

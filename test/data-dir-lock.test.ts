@@ -1,4 +1,4 @@
-// The embedded database's directory belongs to one process at a time (db/data-dir-lock.ts):
+// The embedded database's directory belongs to one process at a time (db/engine/data-dir-lock.ts):
 // holders are real processes here; the records of holders that cannot be made to order (a
 // reused pid, another host) are written as such a holder would have written them.
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -7,10 +7,10 @@ import { readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { DataDirInUseError, lockDataDir, STALE_MS } from '../db/data-dir-lock.js'
+import { DataDirInUseError, lockDataDir, STALE_MS } from '../db/engine/data-dir-lock.js'
 
 const extension = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
-const lockModule = new URL(`../db/data-dir-lock${extension}`, import.meta.url).href
+const lockModule = new URL(`../db/engine/data-dir-lock${extension}`, import.meta.url).href
 
 interface Holder { child: ChildProcess, pid: number, said: string }
 

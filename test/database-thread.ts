@@ -1,11 +1,11 @@
-// The embedded database's threads (db/pglite-thread.ts), recorded as they start by their
+// The embedded database's threads (db/engine/pglite-thread.ts), recorded as they start by their
 // data directory, so a test can end one as a crash would. Import it before the threads
 // start: it swaps the Worker class of node:worker_threads for a subclass that records the
 // database's threads (not the password-hashing pool's).
 import { syncBuiltinESMExports } from 'node:module'
 import { resolve } from 'node:path'
 import threads from 'node:worker_threads'
-import type { ThreadData } from '../db/pglite-thread.js'
+import type { ThreadData } from '../db/engine/pglite-thread.js'
 
 const serving = new Map<string, threads.Worker>()
 let last: threads.Worker | undefined

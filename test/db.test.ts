@@ -2,12 +2,13 @@
 import { randomUUID } from 'node:crypto'
 import { sql } from 'kysely'
 import t from 'tap'
-import { createDatabase } from '../db/connect.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { createDatabase } from '../db/engine/connect.js'
+import type { Database } from '../db/types.js'
+import { migrateToLatest } from '../db/engine/migrate.js'
 import { testDatabaseEnv } from './helper.js'
 
 const env = await testDatabaseEnv(t)
-const handle = createDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR ?? '' })
+const handle = createDatabase<Database>({ url: env.DATABASE_URL, dataDir: env.DATA_DIR ?? '' })
 t.teardown(() => handle.close())
 await migrateToLatest(handle.db)
 const { db } = handle

@@ -1,12 +1,12 @@
-// The embedded database in its own thread (db/pglite-thread.ts): the server's event loop
+// The embedded database in its own thread (db/engine/pglite-thread.ts): the server's event loop
 // keeps answering while queries run, and a thread that dies or hangs is noticed rather than
 // waited on forever. Always on PGlite, also when DATABASE_URL is set.
 import { readdirSync, writeFileSync } from 'node:fs'
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
-import { PGliteThread } from '../db/pglite-thread.js'
+import { PGliteThread } from '../db/engine/pglite-thread.js'
 import { createTaskStatement } from '../db/tasks.js'
-import { isDatabaseUnavailable } from '../db/connect.js'
+import { isDatabaseUnavailable } from '../db/engine/connect.js'
 import { databaseThreadOf } from './database-thread.js'
 import { build, embeddedDatabaseEnv, registerUser, testConfig } from './helper.js'
 

@@ -6,8 +6,8 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { sql } from 'kysely'
 import t from 'tap'
 import { purgeIdempotencyKeys } from '../db/idempotency.js'
+import { billingSetup, PRICE } from './billing-setup.js'
 import { build, json, registerUser, sharedApp, type TestUser } from './helper.js'
-import { startStripeStandIn } from './stripe-stand-in.js'
 
 const app = await sharedApp()
 
@@ -208,17 +208,7 @@ t.test('the OpenAPI document describes the header, the replay header and the 409
 })
 
 t.test('checkout and the billing portal', async (t) => {
-  const PRICE = 'price_pro_monthly'
-  const stripe = await startStripeStandIn()
-  t.teardown(() => stripe.close())
-  const billing = await build(t, {
-    PAYMENT_SECRET_KEY: 'sk_test_idempotency',
-    PAYMENT_WEBHOOK_SECRET: 'whsec_test_idempotency',
-    PAYMENT_PRICE_IDS: `${PRICE}, price_pro_yearly`,
-    PAYMENT_API_URL: stripe.url,
-    PAYMENT_MAX_RETRIES: '0',
-    PAYMENT_TIMEOUT_MS: '2000'
-  })
+  const { app: billing, stripe } = await billingSetup(t)
   const checkout = (user: TestUser, key: string | undefined, payload: Record<string, unknown> = { priceId: PRICE }) =>
     billing.inject({ method: 'POST', url: '/checkout', headers: { ...user.auth, ...(key === undefined ? {} : { 'idempotency-key': key }) }, payload })
   const portal = (user: TestUser, key: string | undefined) =>

@@ -3,9 +3,10 @@
 import { randomUUID } from 'node:crypto'
 import { sql } from 'kysely'
 import t from 'tap'
-import { createDatabase } from '../db/connect.js'
+import { createDatabase } from '../db/engine/connect.js'
 import { findUserForEmailToken } from '../db/email-tokens.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { migrateToLatest } from '../db/engine/migrate.js'
+import type { Database } from '../db/types.js'
 import type { Logger } from '../jobs/scheduler.js'
 import { hashToken, linkKeyFrom, type OutboxContext } from '../mail/outbox.js'
 import { MailQueue } from '../mail/queue.js'
@@ -15,7 +16,7 @@ import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from './helper.js'
 import { startSmtpSink } from './smtp-sink.js'
 
 const env = await testDatabaseEnv(t)
-const handle = createDatabase({ url: env.DATABASE_URL, dataDir: env.DATA_DIR ?? '' })
+const handle = createDatabase<Database>({ url: env.DATABASE_URL, dataDir: env.DATA_DIR ?? '' })
 t.teardown(() => handle.close())
 await migrateToLatest(handle.db)
 const { db } = handle

@@ -1,4 +1,4 @@
-// The preferences routes: defaults, lazy creation of a missing row, user-editable fields
+// The preferences routes: defaults, a missing row as the defect it is, user-editable fields
 // (PATCH and PUT alike), and the refusal of plan and payment fields.
 import t from 'tap'
 import { json, registerUser, sharedApp, type TestUser } from './helper.js'
@@ -79,28 +79,19 @@ t.test('GET /preferences: a new user has the defaults', async (t) => {
   t.same(await stored(alice.id), DEFAULTS, 'registration stored the default row')
 })
 
-t.test('GET /preferences recreates a missing row with the defaults', async (t) => {
-  await app.db.deleteFrom('user_preferences').where('user_id', '=', bob.id).execute()
-  t.equal(await storedRow(bob.id), undefined, 'row gone')
+// Registration writes the row with the user; a user without one is a defect (db/preferences.ts):
+// it answers 500 and is logged, and reads never write a row to hide it.
+t.test('a user without a preferences row: GET and PATCH answer 500 and write nothing', async (t) => {
+  const carol = await registerUser(app)
+  await app.db.deleteFrom('user_preferences').where('user_id', '=', carol.id).execute()
 
-  const res = await getPreferences(bob)
-  t.equal(res.statusCode, 200)
-  t.same(json(res), { success: true, data: DEFAULTS })
-  t.same(await stored(bob.id), DEFAULTS, 'the row was created')
-  const rows = await app.db.selectFrom('user_preferences').select('id').where('user_id', '=', bob.id).execute()
-  t.equal(rows.length, 1, 'exactly one row')
-
-  const again = await getPreferences(bob)
-  t.same(json(again), { success: true, data: DEFAULTS }, 'a second read answers the same')
-})
-
-t.test('PATCH /preferences on a missing row creates it with the change applied', async (t) => {
-  await app.db.deleteFrom('user_preferences').where('user_id', '=', bob.id).execute()
-  const res = await writePreferences('PATCH', bob, { theme: 'dark' })
-  t.equal(res.statusCode, 200)
-  const expected = { ...DEFAULTS, theme: 'dark' }
-  t.same(json(res), { success: true, data: expected })
-  t.same(await stored(bob.id), expected)
+  const read = await getPreferences(carol)
+  t.equal(read.statusCode, 500)
+  t.same(json(read), { success: false, error: 'Internal server error', code: 'INTERNAL_ERROR' })
+  const write = await writePreferences('PATCH', carol, { theme: 'dark' })
+  t.equal(write.statusCode, 500)
+  t.same(json(write), { success: false, error: 'Internal server error', code: 'INTERNAL_ERROR' })
+  t.equal(await storedRow(carol.id), undefined, 'no row was written')
 })
 
 t.test('PATCH /preferences updates the user-editable fields', async (t) => {
@@ -135,7 +126,7 @@ t.test('PATCH /preferences updates the user-editable fields', async (t) => {
   const expectedPartial = { ...expected, theme: 'light' }
   t.same(json(partial), { success: true, data: expectedPartial }, 'fields not sent are kept')
   t.same(await stored(alice.id), expectedPartial)
-  t.same(await stored(bob.id), { ...DEFAULTS, theme: 'dark' }, 'another user untouched')
+  t.same(await stored(bob.id), DEFAULTS, 'another user untouched')
 })
 
 t.test('PUT /preferences is the same partial update', async (t) => {

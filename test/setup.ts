@@ -5,14 +5,14 @@ import { existsSync, mkdirSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import { PGlite } from '@electric-sql/pglite'
-import { createDatabase } from '../db/connect.js'
-import { migrateToLatest } from '../db/migrate.js'
+import { createDatabase } from '../db/engine/connect.js'
+import { migrateToLatest } from '../db/engine/migrate.js'
 import { templateDataDir } from './paths.js'
 
 const target = templateDataDir()
 if (!process.env.DATABASE_URL && !existsSync(target)) {
   const building = `${target}.building-${process.pid}`
-  // initdb in this process. The server runs it in a child process (db/pglite-init.ts), and a
+  // initdb in this process. The server runs it in a child process (db/engine/pglite-init.ts), and a
   // child of tap's `before` script is measured for coverage, which tap then reports, and fails
   // on, although the suites have coverage off. (`npm test` runs this file outside tap for the
   // same reason: on Node 22 tap measured the `before` script itself.)

@@ -1,4 +1,4 @@
-// A local stand-in for the Stripe API calls the service makes (plugins/app/payments.ts, via
+// A local stand-in for the Stripe API calls the service makes (billing/stripe-provider.ts, via
 // PAYMENT_API_URL): their state in memory, Stripe's answers and errors, every request recorded,
 // failures and slowness on demand. The routes are here; HTTP, objects, form parsing in
 // test/stripe-stand-in/.

@@ -1,9 +1,9 @@
-// timestamptz text → ISO-8601 (db/timestamps.ts): the same string a Date would give, for
+// timestamptz text → ISO-8601 (db/engine/timestamps.ts): the same string a Date would give, for
 // every form PostgreSQL prints in the ISO style. (test/db.test.ts reads timestamps through
 // each database.)
 import fc from 'fast-check'
 import t from 'tap'
-import { timestamptzToIso } from '../db/timestamps.js'
+import { timestamptzToIso } from '../db/engine/timestamps.js'
 
 const pad = (n: number, width: number) => String(Math.abs(n)).padStart(width, '0')
 

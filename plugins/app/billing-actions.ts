@@ -23,7 +23,7 @@ export default fp(async function billingActions (fastify) {
   const perRequest = (config.PAYMENT_MAX_RETRIES + 1) * config.PAYMENT_TIMEOUT_MS + config.PAYMENT_MAX_RETRIES * SDK_RETRY_DELAY_MS
   const worker = createProviderActionWorker({
     db,
-    payments,
+    provider: payments,
     log: log.child({ worker: 'billing-actions' }),
     retryBaseMs: config.PAYMENT_ACTION_RETRY_BASE_MS,
     leaseMs: Math.max(60_000, 2 * 2 * perRequest)

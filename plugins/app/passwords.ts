@@ -35,7 +35,7 @@ declare module 'fastify' {
 const extension = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
 const workerFile = fileURLToPath(new URL(`./bcrypt.worker${extension}`, import.meta.url))
 // Compiled, the hashing threads run only their own code, as the embedded database's does
-// (db/pglite-thread.ts): no preloads of the main thread's. Under tsx they need its preload
+// (db/engine/pglite-thread.ts): no preloads of the main thread's. Under tsx they need its preload
 // to load the .ts worker.
 const workerExecArgv = extension === '.js' ? [] : undefined
 

@@ -1,15 +1,15 @@
 // The database: Kysely over a pg pool (DATABASE_URL) or embedded PGlite, checked (a pooler in
 // between that drops the statement timeout or loses named statements stops start-up:
-// db/pooler-check.ts), migrated to the latest version, closed with the server. A PostgreSQL
+// db/engine/pooler-check.ts), migrated to the latest version, closed with the server. A PostgreSQL
 // server that cannot be reached at start-up does not stop the service: it starts, answers 503
 // (and /ready fails) and keeps retrying the check and the migration in the background until
 // the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
 import { Gauge, type Registry } from 'prom-client'
-import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/connect.js'
-import { migrateToLatest } from '../../db/migrate.js'
-import { DatabaseSetupError } from '../../db/pooler-check.js'
+import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/engine/connect.js'
+import { migrateToLatest } from '../../db/engine/migrate.js'
+import { DatabaseSetupError } from '../../db/engine/pooler-check.js'
 import type { Database } from '../../db/types.js'
 import { ServiceUnavailableError } from '../../errors.js'
 
@@ -27,7 +27,7 @@ const RETRY_MS = 2_000
 
 export default fp(async function db (fastify) {
   const { config, log } = fastify
-  const handle = createDatabase({
+  const handle = createDatabase<Database>({
     url: config.DATABASE_URL,
     dataDir: config.DATA_DIR,
     poolMax: config.DATABASE_POOL_MAX,

@@ -1,16 +1,25 @@
 // The caller's profile, and account deletion.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { closeBillingAccount } from '../../billing/service.js'
-import { voidEmailTokens } from '../../db/email-tokens.js'
-import { deleteUser, isUniqueViolation, normalizeEmail, toUser, updateUser } from '../../db/users.js'
+import { deleteUser, toUser } from '../../db/users.js'
+import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
-import { CurrentPasswordRequiredError, EmailTakenError, InvalidCurrentPasswordError, PasswordChangeConflictError, UnauthorizedError, ValidationError } from '../../errors.js'
+import { ValidationError } from '../../errors.js'
 import { assertPasswordFits, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
 
+/** The rules of a profile change JSON Schema cannot express: which fields go together, and the new password's bytes. */
+function parseProfileChange (body: ProfileUpdateBody): ProfileUpdateBody {
+  const required = (field: string) => new ValidationError([`Both currentPassword and newPassword are required to change the password - ${field}`])
+  if (body.newPassword !== undefined && body.currentPassword === undefined) throw required('currentPassword')
+  // The current password alone is for a new email.
+  if (body.currentPassword !== undefined && body.newPassword === undefined && body.email === undefined) throw required('newPassword')
+  if (body.newPassword !== undefined) assertPasswordFits(body.newPassword, 'newPassword')
+  return body
+}
+
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, mail, passwords, signInLimits } = fastify
+  const { accounts, db } = fastify
 
   fastify.get('/profile', {
     schema: {
@@ -33,60 +42,11 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     response: { 200: ref(ProfileResponse), ...errorResponses(409) }
   }
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
-    const { body, user } = request
-    const email = body.email === undefined ? undefined : normalizeEmail(body.email)
-    const emailChanges = email !== undefined && email !== user.email
-    if (body.newPassword !== undefined && body.currentPassword === undefined) {
-      throw new ValidationError(['Both currentPassword and newPassword are required to change the password - currentPassword'])
-    }
-    if (body.currentPassword !== undefined && body.newPassword === undefined && body.email === undefined) {
-      throw new ValidationError(['Both currentPassword and newPassword are required to change the password - newPassword'])
-    }
-    // Before anything else, also before a taken address is a 409: a stolen token alone learns nothing.
-    if (emailChanges && body.currentPassword === undefined) throw new CurrentPasswordRequiredError()
-    let passwordHash: string | undefined
-    if (body.currentPassword !== undefined) {
-      if (body.newPassword !== undefined) assertPasswordFits(body.newPassword, 'newPassword')
-      // Guessing the current password with a stolen token costs what guessing at sign-in does.
-      await signInLimits.admit(request, user.email)
-      passwords.admit()
-      if (!await passwords.verify(body.currentPassword, user.password)) {
-        await signInLimits.failed(request, user.email)
-        throw new InvalidCurrentPasswordError()
-      }
-      if (body.newPassword !== undefined) passwordHash = await passwords.hash(body.newPassword)
-    }
-    let updated
-    try {
-      // The emails are queued in the transaction of the change, so they exist exactly when it does.
-      updated = await mail.transaction(async (tx, outbox) => {
-        const row = await updateUser(tx, user.id, {
-          name: body.name === undefined ? undefined : (body.name?.trim() || null),
-          image: body.image,
-          email,
-          // Only over the password that was checked: of two concurrent changes, one wins.
-          passwordHash: passwordHash === undefined ? undefined : { from: user.password, to: passwordHash }
-        })
-        if (row === undefined) return undefined
-        if (emailChanges) {
-          await outbox.verification(row)
-          await outbox.emailChanged(row, user.email, row.email)
-        }
-        if (passwordHash !== undefined) {
-          // A reset link sent before the change must not undo it.
-          await voidEmailTokens(tx, row.id, 'password_reset')
-          await outbox.passwordChanged(row)
-        }
-        return row
-      })
-    } catch (err) {
-      if (isUniqueViolation(err)) throw new EmailTakenError()
-      throw err
-    }
-    if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
-    const token = passwordHash === undefined ? undefined : fastify.signIn(reply, updated)
-    if (body.currentPassword !== undefined) await signInLimits.succeeded(request, reply, updated.email)
-    return { success: true as const, data: toUser(updated), ...(token !== undefined && { token }) }
+    const { user, deviceCookie, passwordChanged } = await accounts.changeProfile(clientOf(request), request.user, parseProfileChange(request.body))
+    // The auth cookie first: clients that read one Set-Cookie find the token.
+    const token = passwordChanged ? fastify.signIn(reply, user) : undefined
+    if (deviceCookie !== undefined) fastify.rememberDevice(reply, deviceCookie)
+    return { success: true as const, data: toUser(user), ...(token !== undefined && { token }) }
   }
   fastify.patch('/profile', { schema: { ...updateProfile, operationId: 'updateProfile' } }, profileHandler)
   fastify.put('/profile', { schema: { ...updateProfile, operationId: 'replaceProfile' } }, profileHandler)
@@ -101,7 +61,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     // Stop billing before the record of who to bill disappears.
-    await closeBillingAccount({ db, payments: fastify.payments, log: request.log }, request.user.id)
+    await fastify.billing.closeBillingAccount(request.user.id)
     // One statement; the foreign keys cascade inside it, so nothing is half-deleted.
     await deleteUser(db, request.user.id)
     fastify.clearAuthCookie(reply)

@@ -1,15 +1,14 @@
 // Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { revokeToken } from '../../db/revoked-tokens.js'
-import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail, toUser } from '../../db/users.js'
+import { toUser } from '../../db/users.js'
+import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
-import { EmailTakenError, InvalidCredentialsError } from '../../errors.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
-import { randomUUID } from 'node:crypto'
 import recovery from './recovery.js'
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, mail, passwords, signInLimits } = fastify
+  const { accounts, db } = fastify
   await fastify.register(recovery)
 
   fastify.post('/register', {
@@ -25,34 +24,11 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 201: ref(AuthResponse), ...errorResponses(409) }
     }
   }, async (request, reply) => {
-    const { password } = request.body
-    assertPasswordFits(password, 'password')
-    const email = normalizeEmail(request.body.email)
-    await signInLimits.admit(request)
-    passwords.admit()
-    // An address that is taken is no guess at its account's password: counted per client only.
-    const taken = async () => {
-      await signInLimits.failed(request)
-      return new EmailTakenError()
-    }
-    // Cheap early answer; the unique key below is what settles a race.
-    if (await findUserByEmail(db, email)) throw await taken()
-    const passwordHash = await passwords.hash(password)
-    const name = request.body.name?.trim() || null
-    let user
-    try {
-      user = await mail.transaction(async (tx, outbox) => {
-        const created = await createUserWithPreferences(tx, { id: randomUUID(), name, email, passwordHash })
-        await outbox.welcome(created)
-        return created
-      })
-    } catch (err) {
-      if (isUniqueViolation(err)) throw await taken()
-      throw err
-    }
+    assertPasswordFits(request.body.password, 'password')
+    const { user, deviceCookie } = await accounts.register(clientOf(request), request.body)
     // The auth cookie first: clients that read one Set-Cookie find the token.
     const token = fastify.signIn(reply, user)
-    await signInLimits.succeeded(request, reply, user.email)
+    fastify.rememberDevice(reply, deviceCookie)
     return reply.code(201).send({ success: true, token, user: toUser(user) })
   })
 
@@ -70,19 +46,10 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: ref(AuthResponse), ...errorResponses(401) }
     }
   }, async (request, reply) => {
-    const { password } = request.body
-    assertPasswordFits(password, 'password', 'INVALID_INPUT')
-    const email = normalizeEmail(request.body.email)
-    await signInLimits.admit(request, email)
-    passwords.admit()
-    const user = await findUserByEmail(db, email)
-    const matches = await passwords.verify(password, user?.password)
-    if (!matches || user === undefined) {
-      await signInLimits.failed(request, email)
-      throw new InvalidCredentialsError()
-    }
+    assertPasswordFits(request.body.password, 'password', 'INVALID_INPUT')
+    const { user, deviceCookie } = await accounts.logIn(clientOf(request), request.body)
     const token = fastify.signIn(reply, user)
-    await signInLimits.succeeded(request, reply, email)
+    fastify.rememberDevice(reply, deviceCookie)
     return { success: true as const, token, user: toUser(user) }
   })
 

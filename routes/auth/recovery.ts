@@ -1,18 +1,16 @@
 // Account recovery and email verification: forgot/reset password, verify an address, send a
-// fresh verification link. Registered by routes/auth/index.ts (under /auth). Each email is
-// queued in the transaction of the change that causes it and sent by plugins/app/mailer.ts.
+// fresh verification link. Registered by routes/auth/index.ts (under /auth); the work is
+// the accounts service's (accounts/service.ts).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { consumeEmailToken, findUserForEmailToken } from '../../db/email-tokens.js'
-import { markEmailVerified, normalizeEmail, resetPassword, toUser } from '../../db/users.js'
-import { hashToken } from '../../mail/outbox.js'
+import { toUser } from '../../db/users.js'
+import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
-import { EmailAlreadyVerifiedError, ResetTokenInvalidError, VerificationTokenInvalidError } from '../../errors.js'
 import { AuthResponse, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, UserResponse, VerifyEmailBody } from '../../schemas/users.js'
 
 const Accepted = { ...NullSuccess, description: 'Accepted: the email is queued' }
 
 const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, mail, passwords, signInLimits } = fastify
+  const { accounts } = fastify
 
   fastify.post('/password/forgot', {
     config: { public: true },
@@ -27,12 +25,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 202: Accepted }
     }
   }, async (request, reply) => {
-    const email = normalizeEmail(request.body.email)
-    // Past the address's links for the hour: answered the same, and nothing is sent.
-    if (!await signInLimits.admitMail(request, email)) return reply.code(202).send({ success: true as const, data: null })
-    // After the answer, and the same work whether or not the address has an account: one
-    // statement that queues the link only for an account, then the sender is woken.
-    mail.inBackground('password reset', (outbox) => outbox.passwordResetIfAccount(email))
+    await accounts.requestPasswordReset(clientOf(request), request.body.email)
     return reply.code(202).send({ success: true as const, data: null })
   })
 
@@ -49,30 +42,11 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: ref(AuthResponse) }
     }
   }, async (request, reply) => {
-    const { token, password } = request.body
-    assertPasswordFits(password, 'password')
-    const hash = hashToken(token)
-    // Limited per address only: the email is not known before the token is checked.
-    await signInLimits.admit(request)
-    passwords.admit()
-    const invalid = async () => {
-      await signInLimits.failed(request)
-      return new ResetTokenInvalidError()
-    }
-    // Checked before hashing (no hash for a bad token), and used up only in the transaction below.
-    if (await findUserForEmailToken(db, hash, 'password_reset') === undefined) throw await invalid()
-    const passwordHash = await passwords.hash(password)
-    const user = await mail.transaction(async (tx, outbox) => {
-      const userId = await consumeEmailToken(tx, hash, 'password_reset')
-      if (userId === undefined) return undefined
-      const updated = await resetPassword(tx, userId, passwordHash)
-      await outbox.passwordChanged(updated)
-      return updated
-    })
-    if (user === undefined) throw await invalid()
-    const jwt = fastify.signIn(reply, user)
-    await signInLimits.succeeded(request, reply, user.email)
-    return { success: true as const, token: jwt, user: toUser(user) }
+    assertPasswordFits(request.body.password, 'password')
+    const { user, deviceCookie } = await accounts.resetPassword(clientOf(request), request.body)
+    const token = fastify.signIn(reply, user)
+    fastify.rememberDevice(reply, deviceCookie)
+    return { success: true as const, token, user: toUser(user) }
   })
 
   fastify.post('/email/verify', {
@@ -87,16 +61,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: ref(UserResponse) }
     }
   }, async (request) => {
-    const hash = hashToken(request.body.token)
-    await signInLimits.admit(request)
-    const user = await db.transaction().execute(async (tx) => {
-      const userId = await consumeEmailToken(tx, hash, 'email_verification')
-      return userId === undefined ? undefined : markEmailVerified(tx, userId)
-    })
-    if (user === undefined) {
-      await signInLimits.failed(request)
-      throw new VerificationTokenInvalidError()
-    }
+    const user = await accounts.verifyEmail(clientOf(request), request.body.token)
     return { success: true as const, data: toUser(user) }
   })
 
@@ -110,11 +75,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 202: Accepted, ...errorResponses(409) }
     }
   }, async (request, reply) => {
-    const { user } = request
-    if (user.email_verified !== null) throw new EmailAlreadyVerifiedError()
-    if (await signInLimits.admitMail(request, user.email)) {
-      await mail.transaction((tx, outbox) => outbox.verification(user))
-    }
+    await accounts.requestVerificationEmail(clientOf(request), request.user)
     return reply.code(202).send({ success: true as const, data: null })
   })
 }

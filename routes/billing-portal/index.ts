@@ -1,6 +1,5 @@
 // The provider's customer portal (payment methods, invoices, plan changes).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { openBillingPortal } from '../../billing/service.js'
 import { RedirectUrl } from '../../schemas/billing.js'
 import { errorResponses, Success } from '../../schemas/common.js'
 
@@ -16,8 +15,7 @@ const billingPortal: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Success(RedirectUrl), ...errorResponses(404, 502) }
     }
   }, async (request) => {
-    const url = await openBillingPortal({ db: fastify.db, payments: fastify.payments, log: request.log }, request.user.id,
-      { idempotencyKey: request.idempotentRequestId ?? undefined })
+    const url = await fastify.billing.openBillingPortal(request.user.id, { idempotencyKey: request.idempotentRequestId ?? undefined })
     return { success: true as const, data: { url } }
   })
 }

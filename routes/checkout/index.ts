@@ -1,14 +1,13 @@
 // Starts a subscription: a hosted checkout session at the provider.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { Static } from 'typebox'
-import { startCheckout } from '../../billing/service.js'
 import { CheckoutBody, CheckoutSession } from '../../schemas/billing.js'
 import { allowedOrigins, checkoutReturnUrls } from '../../config.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 
 const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, config, payments } = fastify
+  const { billing, config } = fastify
   // A body may name its own return pages, on our own origins only: the provider would
   // otherwise redirect payers wherever a caller likes (an open redirect).
   const origins = new Set(allowedOrigins(config))
@@ -33,15 +32,15 @@ const checkout: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: Success(CheckoutSession), ...errorResponses(409, 502) }
     }
   }, async (request) => {
-    payments.ensureConfigured()
+    billing.ensureConfigured()
     const { priceId } = request.body
     const details = [
-      ...payments.priceIds.includes(priceId) ? [] : ['Unknown price - priceId'],
+      ...billing.priceIds.includes(priceId) ? [] : ['Unknown price - priceId'],
       ...(['successUrl', 'cancelUrl'] as const).filter((field) => !ownOrigin(request.body[field])).map((field) => `Must be a URL on APP_URL or CORS_ORIGINS - ${field}`)
     ]
     if (details.length > 0) throw new ValidationError(details)
-    const session = await startCheckout({ db, payments, log: request.log }, request.user,
-      { priceId, ...returnUrls(request.body), idempotencyKey: request.idempotentRequestId ?? undefined })
+    const session = await billing.startCheckout(request.user,
+      { priceId, ...returnUrls(request.body), idempotencyKey: request.idempotentRequestId ?? undefined }, request.log)
     return { success: true as const, data: session }
   })
 }

@@ -1,11 +1,10 @@
 // The caller's subscription, from the stored record; cancellation at period end.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { cancelAtPeriodEnd, storedSubscription } from '../../billing/service.js'
 import { SubscriptionResponse } from '../../schemas/billing.js'
 import { errorResponses, ref } from '../../schemas/common.js'
 
 const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db, payments } = fastify
+  const { billing } = fastify
 
   fastify.get('', {
     schema: {
@@ -15,7 +14,7 @@ const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'From the stored record (kept current by the provider\'s webhooks); nulls on the free plan.',
       response: { 200: ref(SubscriptionResponse) }
     }
-  }, async (request) => ({ success: true as const, data: await storedSubscription({ db, payments, log: request.log }, request.user.id) }))
+  }, async (request) => ({ success: true as const, data: await billing.storedSubscription(request.user.id) }))
 
   fastify.delete('', {
     schema: {
@@ -25,7 +24,7 @@ const subscription: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'The user keeps what they paid for until `currentPeriodEnd`; then the provider ends the subscription and the plan becomes free.',
       response: { 200: ref(SubscriptionResponse), ...errorResponses(404, 502) }
     }
-  }, async (request) => ({ success: true as const, data: await cancelAtPeriodEnd({ db, payments, log: request.log }, request.user.id) }))
+  }, async (request) => ({ success: true as const, data: await billing.cancelAtPeriodEnd(request.user.id) }))
 }
 
 export default subscription

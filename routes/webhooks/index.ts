@@ -1,15 +1,18 @@
-// POST /webhooks/payment: the provider's signed events. The route checks the signature over
-// the raw bytes, then the shape, and hands the event to billing/service.ts, which applies it
-// exactly once, in whatever order events arrive.
+// POST /webhooks/payment: the provider's signed events. The route has the signature checked
+// over the raw bytes, then the shape, and hands the event to fastify.billing
+// (billing/service.ts), which applies it exactly once, in whatever order events arrive.
 import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { readProviderEvent } from '../../billing/events.js'
-import { applyProviderEvent, type EventOutcome } from '../../billing/service.js'
+import type { EventOutcome } from '../../billing/service.js'
+import { HANDLED_EVENT_TYPES } from '../../billing/stripe-events.js'
 import { WebhookEvent, WebhookReceived } from '../../schemas/billing.js'
 import { errorResponses } from '../../schemas/common.js'
 
+/** `a, b and c` */
+const listed = (items: readonly string[]): string => items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`
+
 const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { db } = fastify
+  const { billing } = fastify
   // The body stays bytes until its signature holds: the signature is over the exact raw
   // bytes (a utf8 string would corrupt non-UTF-8 ones), and parsing what anyone can send
   // (1 MiB of nesting stalls the event loop for 100 ms and more) is for signed bodies only.
@@ -25,7 +28,7 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/payment', {
     config: { public: true },
     // The body schema documents the event in the OpenAPI document; what arrives here is
-    // bytes, read once its signature holds (payments.verifyWebhook, readProviderEvent), so
+    // bytes, read once its signature holds (billing.verifyWebhook, billing.readWebhookEvent), so
     // schema validation is a no-op.
     validatorCompiler: () => () => true,
     schema: {
@@ -33,20 +36,18 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'receivePaymentWebhook',
       summary: 'Payment provider webhook',
       description: 'Stripe events, verified against the raw body with the `stripe-signature` header (300 s tolerance). ' +
-        'Handles checkout.session.completed, customer.subscription.updated, customer.subscription.deleted, ' +
-        'invoice.payment_succeeded and invoice.payment_failed; other types are acknowledged and ignored. ' +
+        `Handles ${listed(HANDLED_EVENT_TYPES)}; other types are acknowledged and ignored. ` +
         'A redelivered event is acknowledged and not applied again. A failure while applying answers 5xx so the provider retries; ' +
         'a provider call the event needs (cancelling a second subscription) is queued with the event and made after the answer, retried until done.',
       body: WebhookEvent,
       response: { 200: WebhookReceived, ...errorResponses(502) }
     }
   }, async (request) => {
-    const { payments } = fastify
-    const signed = payments.verifyWebhook(request.body, request.headers['stripe-signature'])
-    const event = readProviderEvent(await parseJson(request, signed))
+    const signed = billing.verifyWebhook(request.body, request.headers['stripe-signature'])
+    const event = billing.readWebhookEvent(await parseJson(request, signed))
     let outcome: EventOutcome | 'failed' = 'failed'
     try {
-      outcome = await applyProviderEvent({ db, payments, providerActions: fastify.billingActions, log: request.log.child({ eventId: event.id, eventType: event.type }) }, event)
+      outcome = await billing.applyProviderEvent(event, request.log.child({ eventId: event.id, eventType: event.type }))
     } finally {
       fastify.metrics.webhookEvents.inc({ type: event.type, outcome })
     }

@@ -19,7 +19,8 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import t, { type Test } from 'tap'
-import { createDatabase } from '../../db/connect.js'
+import { createDatabase } from '../../db/engine/connect.js'
+import type { Database } from '../../db/types.js'
 import { queueEmail } from '../../db/email-outbox.js'
 import { PROJECT_ROOT } from '../paths.js'
 import { startSmtpSink } from '../smtp-sink.js'
@@ -269,7 +270,7 @@ phase('shared state through the balancer', async (t) => {
   })
 
   t.test('200 queued emails are delivered exactly once by the three instances\' senders', async (t) => {
-    const handle = createDatabase({ url: directUrl.toString(), dataDir: '' })
+    const handle = createDatabase<Database>({ url: directUrl.toString(), dataDir: '' })
     t.teardown(() => handle.close())
     const tag = randomUUID().slice(0, 8)
     const recipients = Array.from({ length: 200 }, (_, i) => `outbox-${tag}-${i}@example.com`)

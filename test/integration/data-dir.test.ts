@@ -1,4 +1,4 @@
-// One process per embedded database directory (db/data-dir-lock.ts), with real processes:
+// One process per embedded database directory (db/engine/data-dir-lock.ts), with real processes:
 // a second server, or `npm run migrate`, beside a running server on the same DATA_DIR refuses
 // to start with one line naming the directory and the process that holds it, and the first
 // keeps serving what it stored; a holder killed with SIGKILL leaves a lock the next start

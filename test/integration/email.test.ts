@@ -5,7 +5,8 @@
 import { once } from 'node:events'
 import { sql } from 'kysely'
 import t from 'tap'
-import { createDatabase } from '../../db/connect.js'
+import { createDatabase } from '../../db/engine/connect.js'
+import type { Database } from '../../db/types.js'
 import { queueEmail } from '../../db/email-outbox.js'
 import { build, registerUser, serverDatabase, testDatabaseEnv, TEST_SECRET, uniqueEmail, until } from '../helper.js'
 import { startSmtpSink } from '../smtp-sink.js'
@@ -95,7 +96,7 @@ t.test('SIGKILL while an email is on the wire: the lease ends within a minute, a
     return server
   }
   const stored = async () => {
-    const handle = createDatabase({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
+    const handle = createDatabase<Database>({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
     try {
       const row = await handle.db.selectFrom('email_outbox')
         .select(['attempts', 'sent_at', sql<number>`extract(epoch from locked_until - now()) * 1000`.as('leaseLeftMs')])
@@ -150,7 +151,7 @@ t.test('SIGTERM while an email is on the wire: a send that finishes in time is n
   t.equal(await server.exited, 0)
   t.equal(sink.received.filter((m) => m.to === email).length, 1)
 
-  const handle = createDatabase({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
+  const handle = createDatabase<Database>({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
   t.teardown(() => handle.close())
   const rows = await handle.db.selectFrom('email_outbox').select(['sent_at', 'attempts']).where('recipient', '=', email).execute()
   t.equal(rows.length, 1)
@@ -188,7 +189,7 @@ t.test('without SMTP_URL in production: starts, warns once, and keeps the emails
   t.equal(JSON.parse(warnings[0]!).level, 40, 'at warn')
   t.notMatch(server.output(), /token=/, 'no link in a production log')
 
-  const handle = createDatabase({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
+  const handle = createDatabase<Database>({ url: database.DATABASE_URL, dataDir: database.DATA_DIR ?? '' })
   t.teardown(() => handle.close())
   const rows = await handle.db.selectFrom('email_outbox').select(['sent_at', 'attempts', 'subject', 'text_body', 'link_nonce']).where('recipient', '=', email).execute()
   t.equal(rows.length, 1)

@@ -4,7 +4,7 @@
 // DATABASE_URL's server, or the local one, whichever database the suite runs on.
 import t from 'tap'
 import { sql } from 'kysely'
-import { isDatabaseUnavailable } from '../../db/connect.js'
+import { isDatabaseUnavailable } from '../../db/engine/connect.js'
 import { loadConfig } from '../../config.js'
 import { build, json, registerUser, serverDatabase, TEST_SECRET } from '../helper.js'
 import { TcpProxy } from './tcp-proxy.js'

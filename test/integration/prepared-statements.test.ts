@@ -1,4 +1,4 @@
-// The hot queries run as named statements on a real PostgreSQL server (db/prepared.ts),
+// The hot queries run as named statements on a real PostgreSQL server (db/engine/prepared.ts),
 // survive a migration that adds columns under them, and can be turned off for poolers
 // that cannot keep them; sessions run in UTC whatever the URL asks. (Runs against
 // DATABASE_URL's server, or the local one.)

@@ -44,7 +44,7 @@ function compactArrays (value: unknown): unknown {
 
 /**
  * Stripe answers `Received unknown parameter` for a parameter an endpoint does not take.
- * The stand-in takes only the parameters the service sends (plugins/app/payments.ts), so
+ * The stand-in takes only the parameters the service sends (billing/stripe-provider.ts), so
  * a test that needs another one fails loudly here instead of being answered wrongly.
  */
 export function rejectUnknown (params: Obj, known: string[], prefix?: string): void {

@@ -1,4 +1,4 @@
-// The embedded database in a thread of its own (db/pglite.worker.ts), behind a Kysely
+// The embedded database in a thread of its own (db/engine/pglite.worker.ts), behind a Kysely
 // dialect: the event loop posts each query and gets its rows back, and never runs PostgreSQL
 // itself, so health checks and every other request are answered while queries run.
 //
@@ -10,7 +10,7 @@
 // so the server can stop rather than hang.
 //
 // The directory belongs to this process from before a fresh one is initialised until the
-// thread has closed it (db/data-dir-lock.ts): a second process on it refuses to start.
+// thread has closed it (db/engine/data-dir-lock.ts): a second process on it refuses to start.
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
@@ -56,7 +56,7 @@ export class DatabaseThreadError extends Error {
   readonly code = 'PGLITE_THREAD_FAILED'
 }
 
-// The worker file (and the initialiser, db/pglite-init) sit beside this one: .js once
+// The worker file (and the initialiser, db/engine/pglite-init) sit beside this one: .js once
 // compiled, run as they are; .ts under tsx (development, tests), whose loader does not reach
 // worker threads on Node 20, so the code registers tsx's require hook itself and requires
 // the file.
@@ -93,7 +93,7 @@ function pgliteArtifacts (): Promise<Pick<ThreadData, 'wasmModule' | 'fsBundle'>
   return artifacts
 }
 
-/** Runs db/pglite-init in a process of its own; its last line of stderr says why it failed. */
+/** Runs db/engine/pglite-init in a process of its own; its last line of stderr says why it failed. */
 function initialise (dataDir: string, settings: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, initArgs, {

@@ -1,7 +1,7 @@
 // timestamptz columns are read as the ISO-8601 strings the API sends (2026-11-23T05:08:02.519Z),
 // straight from PostgreSQL's text form (2026-11-23 05:08:02.519123+00): no Date is built
 // and formatted back for each of the four timestamps of each task in a page. Sessions run
-// in UTC with DateStyle ISO (SESSION_SETTINGS, run by db/connect.ts on every new connection),
+// in UTC with DateStyle ISO (SESSION_SETTINGS, run by db/engine/connect.ts on every new connection),
 // so the fast path covers every value; any other offset, a year past 9999 or BC goes the long
 // way through Date, with the same result. Fractions are truncated to milliseconds, as a Date
 // would.

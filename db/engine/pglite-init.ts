@@ -1,5 +1,5 @@
 // Initialises a fresh data directory for the embedded database, in a process of its own
-// (db/pglite-thread.ts starts it, with PGLITE_INIT = {"dataDir", "settings"} in its
+// (db/engine/pglite-thread.ts starts it, with PGLITE_INIT = {"dataDir", "settings"} in its
 // environment). initdb leaves ~100 MB behind in the memory allocator's arenas: a thread that
 // ends keeps them in the server's resident memory for good, a process gives them back.
 import { PGlite } from '@electric-sql/pglite'

@@ -6,7 +6,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { PostgresAdapter, sql, type Kysely } from 'kysely'
 import { FileMigrationProvider, Migrator, type MigrationResultSet } from 'kysely/migration'
 
-const migrationFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations')
+const migrationFolder = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'migrations')
 
 export function createMigrator (db: Kysely<any>): Migrator {
   return new Migrator({

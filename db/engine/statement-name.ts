@@ -1,6 +1,6 @@
 // A prepared query's statement name travels in its own text, as a leading comment
-// PostgreSQL ignores (db/prepared.ts writes it): the pg client (db/connect.ts) and the
-// embedded database's thread (db/pglite.worker.ts) read it from the query they are handed
+// PostgreSQL ignores (db/engine/prepared.ts writes it): the pg client (db/engine/connect.ts) and the
+// embedded database's thread (db/engine/pglite.worker.ts) read it from the query they are handed
 // and run a named statement, parsed and planned once per session. Nothing is registered
 // anywhere, and a driver that copies or rewraps the parameters passes the text through.
 const NAME_PREFIX = '/*statement:'

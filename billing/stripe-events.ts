@@ -1,12 +1,15 @@
-// Stripe's objects in our terms: pure, no I/O. The one mapping from a Stripe subscription to
-// the ProviderSubscription the rules and the payments client use; the shape check of a
-// signed event; and what each handled event means (billing/service.ts applies it).
+// Stripe's objects in our terms (part of the Stripe adapter, billing/stripe-provider.ts): pure,
+// no I/O. The one mapping from a Stripe subscription to the ProviderSubscription the rules
+// use; the event types we handle (the one list: the webhook's description and docs/billing.md
+// follow it); the shape check of a signed event; and what each handled event means
+// (billing/service.ts applies it).
 import type Stripe from 'stripe'
 import { Value } from 'typebox/value'
 import type { TSchema } from 'typebox'
 import { CheckoutSessionObject, InvoiceObject, ProviderEventEnvelope, SubscriptionObject } from '../schemas/billing.js'
 import { ValidationError } from '../errors.js'
-import type { BillingEvent, ProviderSubscription } from './rules.js'
+import type { EventMeaning, ProviderEvent } from './provider.js'
+import type { ProviderSubscription } from './rules.js'
 
 export const unixToDate = (seconds: number | null | undefined): Date | null =>
   typeof seconds === 'number' ? new Date(seconds * 1000) : null
@@ -28,8 +31,19 @@ export function fromStripeSubscription (subscription: Stripe.Subscription): Prov
   }
 }
 
-// The handled event types and the shape of what each carries in data.object.
-const OBJECT_SCHEMAS: Record<string, TSchema> = {
+/** The Stripe event types the webhook handles; others are acknowledged and ignored. */
+export const HANDLED_EVENT_TYPES = [
+  'checkout.session.completed',
+  'customer.subscription.updated',
+  'customer.subscription.deleted',
+  'invoice.payment_succeeded',
+  'invoice.payment_failed'
+] as const satisfies readonly Stripe.Event.Type[]
+
+export type HandledEventType = typeof HANDLED_EVENT_TYPES[number]
+
+// The shape of what each handled type carries in data.object.
+const OBJECT_SCHEMAS: Record<HandledEventType, TSchema> = {
   'checkout.session.completed': CheckoutSessionObject,
   'customer.subscription.updated': SubscriptionObject,
   'customer.subscription.deleted': SubscriptionObject,
@@ -37,7 +51,9 @@ const OBJECT_SCHEMAS: Record<string, TSchema> = {
   'invoice.payment_failed': InvoiceObject
 }
 
-export const isHandled = (event: Stripe.Event): boolean => event.type in OBJECT_SCHEMAS
+const isHandledType = (type: string): type is HandledEventType => (HANDLED_EVENT_TYPES as readonly string[]).includes(type)
+
+export const isHandled = (event: Stripe.Event): boolean => isHandledType(event.type)
 
 /**
  * A signed body, parsed, as an event we can read: 400 when it is not shaped like what we
@@ -46,22 +62,11 @@ export const isHandled = (event: Stripe.Event): boolean => event.type in OBJECT_
  */
 export function readProviderEvent (body: unknown): Stripe.Event {
   if (!Value.Check(ProviderEventEnvelope, body)) throw new ValidationError(['Not a well-formed provider event - body'])
-  const objectSchema = OBJECT_SCHEMAS[body.type]
-  if (objectSchema !== undefined && !Value.Check(objectSchema, body.data.object)) {
+  if (isHandledType(body.type) && !Value.Check(OBJECT_SCHEMAS[body.type], body.data.object)) {
     throw new ValidationError(['Not a well-formed provider event - body'])
   }
   return body as unknown as Stripe.Event
 }
-
-/** Whose subscription an event is about: the user a checkout names, or the provider customer. */
-export type SubscriptionTarget = { userId: string } | { customerId: string }
-
-/** What a handled event means for us. */
-export type EventMeaning =
-  | { kind: 'apply', target: SubscriptionTarget, event: BillingEvent }
-  /** A completed checkout: the session carries no status, price or period, so the subscription is to be fetched. */
-  | { kind: 'checkout', at: Date, userId: string, subscriptionId: string, customerId: string | null, checkoutSessionId: string | null }
-  | { kind: 'nothing', why: string }
 
 export function meaningOf (event: Stripe.Event): EventMeaning {
   const at = new Date(event.created * 1000)
@@ -102,4 +107,10 @@ export function meaningOf (event: Stripe.Event): EventMeaning {
     default:
       return { kind: 'nothing', why: 'event type not handled' }
   }
+}
+
+/** A signed body, parsed, as the event of ours billing/service.ts applies (readProviderEvent's 400 included). */
+export function toProviderEvent (body: unknown): ProviderEvent {
+  const event = readProviderEvent(body)
+  return { id: event.id, type: event.type, created: new Date(event.created * 1000), meaning: isHandled(event) ? meaningOf(event) : null }
 }

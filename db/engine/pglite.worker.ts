@@ -1,5 +1,5 @@
 // The embedded database's own thread: PGlite runs here, so the server's event loop only
-// posts SQL and receives rows (db/pglite-thread.ts is the other end). Requests are answered
+// posts SQL and receives rows (db/engine/pglite-thread.ts is the other end). Requests are answered
 // in the order they arrive; PGlite runs one at a time. Nothing here outlives a failure: an
 // error PGlite cannot answer as a query error ends the thread, and the server sees it.
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
@@ -10,7 +10,7 @@ import type { ThreadData, ThreadReply, ThreadRequest, ThreadError } from './pgli
 
 const { dataDir, settings, wasmModule, fsBundle } = workerData as ThreadData
 const port = parentPort
-if (port === null) throw new Error('db/pglite.worker.ts runs as a worker thread')
+if (port === null) throw new Error('db/engine/pglite.worker.ts runs as a worker thread')
 
 // No top-level await: under tsx (development, tests) this file is loaded with require().
 async function serve (port: MessagePort): Promise<void> {
@@ -42,7 +42,7 @@ const { serialize } = protocol
 /** The named statements of this session: the types of their parameters. */
 const statements = new Map<string, number[]>()
 
-// A prepared query (db/prepared.ts) as a named statement: parsed and planned on its first
+// A prepared query (db/engine/prepared.ts) as a named statement: parsed and planned on its first
 // run, then each run is one call into PostgreSQL (bind, describe, execute, sync), where
 // PGlite's query() makes six and plans the text every time. Its answer is read here from the
 // wire bytes (readAnswer): PGlite's own reader copies every field into an ArrayBuffer of its

@@ -1,7 +1,7 @@
 // The dialect choice: a pg pool when DATABASE_URL is set, otherwise embedded PGlite
-// persisted under DATA_DIR, in a thread of its own (db/pglite-thread.ts), so the service
+// persisted under DATA_DIR, in a thread of its own (db/engine/pglite-thread.ts), so the service
 // runs with zero configuration. The same migrations and queries run on both, and both read timestamptz as ISO-8601 strings
-// (db/timestamps.ts).
+// (db/engine/timestamps.ts). The engine knows no table: the schema's types are db/types.ts.
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { Tracer } from '@opentelemetry/api'
@@ -13,7 +13,6 @@ import { withQuerySpans } from './query-spans.js'
 import { statementName } from './statement-name.js'
 import { PGliteThreadDialect } from './pglite-thread.js'
 import { pgTypes, SESSION_SETTINGS } from './timestamps.js'
-import type { Database } from './types.js'
 
 export interface DatabaseOptions {
   /** postgres:// URL; unset means the embedded database. */
@@ -33,7 +32,7 @@ export interface DatabaseOptions {
    */
   queryTimeoutMs?: number
   /**
-   * Run the prepared hot queries (db/prepared.ts) as named statements, parsed and planned
+   * Run the prepared hot queries (db/engine/prepared.ts) as named statements, parsed and planned
    * once per connection (default true). Off for poolers that cannot keep them, such as
    * PgBouncer before 1.21 in transaction mode.
    */
@@ -45,13 +44,13 @@ export interface DatabaseOptions {
    */
   pooler?: DatabasePooler
   /**
-   * The embedded database's thread died or stopped answering (db/pglite-thread.ts): every
+   * The embedded database's thread died or stopped answering (db/engine/pglite-thread.ts): every
    * query fails from then on, and the server should stop.
    */
   onFatal?: (err: Error) => void
   /** Called with errors of idle pool clients (a restarted server, a killed backend), which would otherwise crash the process. */
   onPoolError?: (err: Error) => void
-  /** With tracing on (plugins/tracing.ts): a span per statement (db/query-spans.ts). */
+  /** With tracing on (plugins/tracing.ts): a span per statement (db/engine/query-spans.ts). */
   tracer?: Tracer
 }
 
@@ -65,12 +64,12 @@ export interface PoolStats {
   max: number
 }
 
-export interface DatabaseHandle {
-  db: Kysely<Database>
+export interface DatabaseHandle<DB> {
+  db: Kysely<DB>
   kind: 'postgres' | 'pglite'
   poolStats: () => PoolStats
   /**
-   * Start-up checks of the way to PostgreSQL (db/pooler-check.ts): throws DatabaseSetupError
+   * Start-up checks of the way to PostgreSQL (db/engine/pooler-check.ts): throws DatabaseSetupError
    * when a pooler in between drops the statement timeout or loses named statements. Nothing
    * to check on the embedded database.
    */
@@ -78,7 +77,8 @@ export interface DatabaseHandle {
   close: () => Promise<void>
 }
 
-export function createDatabase (options: DatabaseOptions): DatabaseHandle {
+/** The one place that picks PostgreSQL or the embedded engine; DB is the schema's type (db/types.ts). */
+export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB> {
   if (options.url) {
     const onError = (err: Error) => options.onPoolError?.(err)
     const prepared = options.preparedStatements ?? true
@@ -135,7 +135,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
     // transaction mode they hold too: it keeps each client's TimeZone and DateStyle and sets
     // them on whichever server session runs its next transaction.
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
-    const db = new Kysely<Database>({ dialect: withQuerySpans(new ServiceDialect({ pool }), options.tracer) })
+    const db = new Kysely<DB>({ dialect: withQuerySpans(new ServiceDialect({ pool }), options.tracer) })
     const poolStats = (): PoolStats => ({
       inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max
     })
@@ -165,7 +165,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
       return driver
     }
   }
-  const db = new Kysely<Database>({
+  const db = new Kysely<DB>({
     dialect: withQuerySpans(new CountedDialect({
       dataDir: dir,
       settings: PGLITE_SETTINGS,
@@ -177,7 +177,7 @@ export function createDatabase (options: DatabaseOptions): DatabaseHandle {
   return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, close: () => db.destroy() }
 }
 
-/** PostgreSQL with the migration lock that holds through a pooler (db/migrate.ts says why). */
+/** PostgreSQL with the migration lock that holds through a pooler (db/engine/migrate.ts says why). */
 class ServiceDialect extends PostgresDialect {
   override createAdapter () { return new MigrationLockAdapter() }
 }

@@ -1,0 +1,198 @@
+// Accounts, as the routes ask for them: sign-up, sign-in, a profile change, password reset
+// and email verification. Each runs the limits' protocol (accounts/limits.ts: admit → check →
+// failed or succeeded), hashes off the main thread (plugins/app/passwords.ts), writes the
+// change and queues the emails it causes in one transaction (accounts/mail.ts). No Fastify
+// here: the client comes in as plain facts, results and named errors (errors.ts) go out; the
+// route signs in (the token, the device cookie) and answers.
+import { randomUUID } from 'node:crypto'
+import type { Kysely } from 'kysely'
+import { consumeEmailToken, findUserForEmailToken, voidEmailTokens } from '../db/email-tokens.js'
+import type { Database, UserRow } from '../db/types.js'
+import { createUserWithPreferences, findUserByEmail, isUniqueViolation, markEmailVerified, normalizeEmail, resetPassword, updateUser } from '../db/users.js'
+import {
+  CurrentPasswordRequiredError, EmailAlreadyVerifiedError, EmailTakenError, InvalidCredentialsError, InvalidCurrentPasswordError,
+  PasswordChangeConflictError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
+} from '../errors.js'
+import { hashToken } from '../mail/outbox.js'
+import type { Passwords } from '../plugins/app/passwords.js'
+import type { Attempt, Client, SignInLimits } from './limits.js'
+import type { AccountEmail, AccountMail } from './mail.js'
+
+/** A check that signed the user in: the route issues the token and sets the device cookie. */
+export interface SignedIn {
+  user: UserRow
+  /** The `sign_in_device` cookie to set: this device may sign in while the account is locked. */
+  deviceCookie: string
+}
+
+export interface ProfileChange {
+  name?: string | null
+  image?: string | null
+  email?: string
+  /** Needed for a new password and a new email. */
+  currentPassword?: string
+  newPassword?: string
+}
+
+export interface ProfileChanged {
+  user: UserRow
+  /** Set when the current password was checked. */
+  deviceCookie?: string
+  /** Every older session has ended: the route signs in again. */
+  passwordChanged: boolean
+}
+
+export interface Accounts {
+  /** 409 EMAIL_TAKEN for a taken address; queues a welcome with the verification link. */
+  register: (client: Client, account: { email: string, password: string, name?: string }) => Promise<SignedIn>
+  /** 401 INVALID_CREDENTIALS for an unknown email or a wrong password, after the same work. */
+  logIn: (client: Client, credentials: { email: string, password: string }) => Promise<SignedIn>
+  /**
+   * A partial update. A new password or email needs the current password (checked like a
+   * sign-in); a new password voids older reset links and ends older sessions; each change
+   * queues its notices.
+   */
+  changeProfile: (client: Client, user: UserRow, change: ProfileChange) => Promise<ProfileChanged>
+  /** Resolves the same, after the same work, whether or not `email` has an account. */
+  requestPasswordReset: (client: Client, email: string) => Promise<void>
+  /** 400 RESET_TOKEN_INVALID for a token that does not work; ends older sessions and verifies the address. */
+  resetPassword: (client: Client, reset: { token: string, password: string }) => Promise<SignedIn>
+  /** 400 VERIFICATION_TOKEN_INVALID for a token that does not work. */
+  verifyEmail: (client: Client, token: string) => Promise<UserRow>
+  /** 409 EMAIL_ALREADY_VERIFIED; otherwise queues a fresh link unless the inbox had its links this hour. */
+  requestVerificationEmail: (client: Client, user: UserRow) => Promise<void>
+}
+
+export interface AccountDependencies {
+  db: Kysely<Database>
+  passwords: Passwords
+  limits: SignInLimits
+  mail: AccountMail
+}
+
+/** Names trimmed, and blank ones none. */
+const cleanName = (name: string | null | undefined): string | null => name?.trim() || null
+
+export function accountService ({ db, passwords, limits, mail }: AccountDependencies): Accounts {
+  /** A check that will hash: admitted by the limits, then by the hashing pool (503 when full), before any query. */
+  const admitHashing = async (client: Client, account?: string): Promise<Attempt> => {
+    const attempt = await limits.admit(client, account)
+    passwords.admit()
+    return attempt
+  }
+
+  return {
+    async register (client, account) {
+      const email = normalizeEmail(account.email)
+      // Counted per client only: a taken address is no guess at its account's password.
+      const attempt = await admitHashing(client)
+      // Cheap early answer; the unique key below is what settles a race.
+      if (await findUserByEmail(db, email)) throw await attempt.failed(new EmailTakenError())
+      const passwordHash = await passwords.hash(account.password)
+      let user
+      try {
+        user = await mail.transaction(async (tx) => {
+          const created = await createUserWithPreferences(tx, { id: randomUUID(), name: cleanName(account.name), email, passwordHash })
+          return { value: created, emails: [{ kind: 'welcome', user: created }] }
+        })
+      } catch (err) {
+        if (isUniqueViolation(err)) throw await attempt.failed(new EmailTakenError())
+        throw err
+      }
+      return { user, deviceCookie: attempt.succeeded(user.email) }
+    },
+
+    async logIn (client, credentials) {
+      const email = normalizeEmail(credentials.email)
+      const attempt = await admitHashing(client, email)
+      const user = await findUserByEmail(db, email)
+      // Against a dummy hash when there is no such user: both failures cost the same.
+      const matches = await passwords.verify(credentials.password, user?.password)
+      if (!matches || user === undefined) throw await attempt.failed(new InvalidCredentialsError())
+      return { user, deviceCookie: attempt.succeeded(email) }
+    },
+
+    async changeProfile (client, user, change) {
+      const email = change.email === undefined ? undefined : normalizeEmail(change.email)
+      const emailChanges = email !== undefined && email !== user.email
+      // Before anything else, also before a taken address is a 409: a stolen token alone learns nothing.
+      if (emailChanges && change.currentPassword === undefined) throw new CurrentPasswordRequiredError()
+      let attempt: Attempt | undefined
+      let passwordHash: string | undefined
+      if (change.currentPassword !== undefined) {
+        // Guessing the current password with a stolen token costs what guessing at sign-in does.
+        attempt = await admitHashing(client, user.email)
+        if (!await passwords.verify(change.currentPassword, user.password)) throw await attempt.failed(new InvalidCurrentPasswordError())
+        if (change.newPassword !== undefined) passwordHash = await passwords.hash(change.newPassword)
+      }
+      let updated
+      try {
+        updated = await mail.transaction(async (tx) => {
+          const row = await updateUser(tx, user.id, {
+            name: change.name === undefined ? undefined : cleanName(change.name),
+            image: change.image,
+            email,
+            // Only over the password that was checked: of two concurrent changes, one wins.
+            passwordHash: passwordHash === undefined ? undefined : { from: user.password, to: passwordHash }
+          })
+          const emails: AccountEmail[] = []
+          if (row === undefined) return { value: undefined, emails }
+          if (emailChanges) emails.push({ kind: 'verification', user: row }, { kind: 'email-changed', user: row, oldEmail: user.email })
+          if (passwordHash !== undefined) {
+            // A reset link sent before the change must not undo it.
+            await voidEmailTokens(tx, row.id, 'password_reset')
+            emails.push({ kind: 'password-changed', user: row })
+          }
+          return { value: row, emails }
+        })
+      } catch (err) {
+        if (isUniqueViolation(err)) throw new EmailTakenError()
+        throw err
+      }
+      // No row: the account is gone, or (with a new password) another change won.
+      if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
+      return { user: updated, deviceCookie: attempt?.succeeded(updated.email), passwordChanged: passwordHash !== undefined }
+    },
+
+    async requestPasswordReset (client, email) {
+      const inbox = normalizeEmail(email)
+      // Past the inbox's links for the hour: resolved the same, and nothing is sent.
+      if (await limits.admitLinkRequest(client, inbox)) mail.resetLinkIfAccount(inbox)
+    },
+
+    async resetPassword (client, reset) {
+      const hash = hashToken(reset.token)
+      // Per client only: the account is not known before the token is checked.
+      const attempt = await admitHashing(client)
+      const invalid = () => attempt.failed(new ResetTokenInvalidError())
+      // Checked before hashing (no hash for a bad token), and used up only in the transaction below.
+      if (await findUserForEmailToken(db, hash, 'password_reset') === undefined) throw await invalid()
+      const passwordHash = await passwords.hash(reset.password)
+      const user = await mail.transaction(async (tx) => {
+        const userId = await consumeEmailToken(tx, hash, 'password_reset')
+        if (userId === undefined) return { value: undefined, emails: [] }
+        const updated = await resetPassword(tx, userId, passwordHash)
+        return { value: updated, emails: [{ kind: 'password-changed', user: updated }] }
+      })
+      if (user === undefined) throw await invalid()
+      return { user, deviceCookie: attempt.succeeded(user.email) }
+    },
+
+    async verifyEmail (client, token) {
+      const hash = hashToken(token)
+      const attempt = await limits.admit(client)
+      const user = await db.transaction().execute(async (tx) => {
+        const userId = await consumeEmailToken(tx, hash, 'email_verification')
+        return userId === undefined ? undefined : markEmailVerified(tx, userId)
+      })
+      if (user === undefined) throw await attempt.failed(new VerificationTokenInvalidError())
+      return user
+    },
+
+    async requestVerificationEmail (client, user) {
+      if (user.email_verified !== null) throw new EmailAlreadyVerifiedError()
+      if (!await limits.admitLinkRequest(client, user.email)) return
+      await mail.transaction(async () => ({ value: undefined, emails: [{ kind: 'verification', user }] }))
+    }
+  }
+}
