@@ -47,7 +47,6 @@ export const SPECIAL = {
   large: 'large@bench.test',
   heavy: 'heavy@bench.test'
 } as const
-export type Special = keyof typeof SPECIAL
 
 export interface SeedPlan {
   users: number
