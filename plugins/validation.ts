@@ -18,7 +18,7 @@ import { MAX_DETAILS } from '../errors.js'
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
 const AJV_OPTIONS: Options = {
-  // Unknown fields are refused, not silently dropped (decisions.md).
+  // Unknown fields are refused, not silently dropped (docs/api.md, Strict bodies).
   removeAdditional: false,
   useDefaults: true,
   // Every invalid field in `details`; each body is at most 1 MiB and the details are capped
