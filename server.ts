@@ -10,11 +10,13 @@ import fp from 'fastify-plugin'
 import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './config.js'
+import { loadEnvFile } from './env-file.js'
 import { DataDirInUseError } from './db/engine/data-dir-lock.js'
 import { DatabaseSetupError } from './db/engine/pooler-check.js'
 
 let config
 try {
+  loadEnvFile()
   config = loadConfig()
 } catch (err) {
   if (err instanceof ConfigError) {
