@@ -48,6 +48,9 @@ export const SPECIAL = {
   heavy: 'heavy@bench.test'
 } as const
 
+/** Tasks of the growth user, whose GET /tasks the growth series follows. */
+export const GROWTH_USER_TASKS = 50
+
 export interface SeedPlan {
   users: number
   tasksPerUser: number
