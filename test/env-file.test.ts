@@ -6,20 +6,20 @@ import { parseEnv } from 'node:util'
 import t from 'tap'
 import { ConfigSchema, loadConfig } from '../config.js'
 import { loadEnvFile } from '../env-file.js'
-import { ROOT } from './paths.js'
+import { PROJECT_ROOT } from './paths.js'
 
-const example = readFileSync(join(ROOT, '.env.example'), 'utf8')
 // Each setting is a commented-out line `# NAME=value`, so a copy changes nothing until edited.
-const exampleLines = example.split('\n').filter((line) => /^# [A-Z][A-Z0-9_]*=/.test(line)).map((line) => line.slice(2))
+const exampleLines = () => readFileSync(join(PROJECT_ROOT, '.env.example'), 'utf8')
+  .split('\n').filter((line) => /^# [A-Z][A-Z0-9_]*=/.test(line)).map((line) => line.slice(2))
 
 t.test('.env.example names every setting, once, and nothing else', async (t) => {
-  const named = exampleLines.map((line) => line.slice(0, line.indexOf('=')))
+  const named = exampleLines().map((line) => line.slice(0, line.indexOf('=')))
   t.same([...named].sort(), Object.keys(ConfigSchema.properties).sort(), 'the settings of config.ts')
   t.equal(new Set(named).size, named.length, 'each once')
 })
 
 t.test('.env.example, every line uncommented, is a configuration loadConfig accepts', async (t) => {
-  const values = parseEnv(exampleLines.join('\n'))
+  const values = parseEnv(exampleLines().join('\n'))
   t.equal(values.EMAIL_FROM, 'Task App <no-reply@localhost>', 'a trailing comment is not part of a value')
   t.equal(values.HOST, '127.0.0.1', 'nor is the blank before it')
   const config = loadConfig({ ...values, DATA_DIR: t.testdir() })
