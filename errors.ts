@@ -1,5 +1,5 @@
 // The error catalog and the validation-detail formatter. Handlers throw these; the one
-// error handler in app.ts turns everything into the envelope of decisions.md.
+// error handler (plugins/errors.ts) turns everything into the envelope of docs/api.md.
 import createError from '@fastify/error'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import type { ErrorMessage } from './schemas/common.js'

@@ -3,17 +3,20 @@
 // balancer stops sending it work before its port closes), on SIGINT it closes at once; either
 // way in-flight requests finish, then the database closes. Exits 1 if the app closed itself
 // because the embedded database failed.
+import { resolve } from 'node:path'
 import closeWithGrace from 'close-with-grace'
 import Fastify from 'fastify'
 import fp from 'fastify-plugin'
 import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './config.js'
+import { loadEnvFile } from './env-file.js'
 import { DataDirInUseError } from './db/engine/data-dir-lock.js'
 import { DatabaseSetupError } from './db/engine/pooler-check.js'
 
 let config
 try {
+  loadEnvFile()
   config = loadConfig()
 } catch (err) {
   if (err instanceof ConfigError) {
@@ -46,12 +49,26 @@ app.addHook('onClose', (_instance, done) => {
   done()
 })
 
+let address: string
 try {
-  await app.listen({ port: config.PORT, host: config.HOST })
+  address = await app.listen({ port: config.PORT, host: config.HOST })
 } catch (err) {
   // Another process has the embedded database, or the way to PostgreSQL breaks what the service
   // relies on: a refusal, not a fault, so one line, like a bad setting.
   if (err instanceof DataDirInUseError || err instanceof DatabaseSetupError) console.error(err.message)
   else app.log.error({ err }, 'could not start')
   process.exit(1)
+}
+
+// For whoever ran npm start or npm run dev: where to read the API, where the data is kept.
+const docs = `${address.replace(/\/\/(0\.0\.0\.0|\[::\]):/, '//localhost:')}/docs`
+const data = config.DATABASE_URL === undefined
+  ? `${resolve(config.DATA_DIR)} (embedded database)`
+  : `PostgreSQL at ${databaseAddress(config.DATABASE_URL)}`
+app.log.info(`API reference at ${docs}; data in ${data}`)
+
+/** host:port/database of a postgres:// URL, without its credentials. */
+function databaseAddress (url: string): string {
+  const { host, pathname } = new URL(url)
+  return `${host}${pathname}`
 }

@@ -2,26 +2,13 @@
 // bcrypt hash, shared), then signed in through POST /auth/login for their tokens.
 import bcrypt from 'bcryptjs'
 import { log, step } from './log.js'
-import type { Settings } from './options.js'
 import { JSON_HEADERS } from './requests.js'
 import { emailOf, PASSWORD, seed, SPECIAL, taskIdsOf, userIds } from './seed.js'
 import type { Service } from './service.js'
+import type { Accounts, Settings } from './types.js'
 
 /** Tasks of each writer that tasks.update patches in turn. */
 const TASKS_PER_WRITER = 25
-
-export interface Accounts {
-  /** Tokens that GET scenarios rotate through. */
-  readerTokens: string[]
-  /** Users who create and update tasks. */
-  writerEmails: string[]
-  /** The first task ids of each writer, in writerEmails' order. */
-  writerTasks: number[][]
-  /** The token of a signed-in user (readers, writers and SPECIAL). */
-  token: (email: string) => string
-  /** The user id of a writer or a SPECIAL user. */
-  idOf: (email: string) => string
-}
 
 async function login (url: string, email: string): Promise<string> {
   const res = await fetch(`${url}/auth/login`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ email, password: PASSWORD }) })

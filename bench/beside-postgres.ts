@@ -5,20 +5,12 @@
 import { seedAndSignIn } from './accounts.js'
 import type { CleanUps } from './cleanup.js'
 import { createDatabase } from './database.js'
-import { measureHealthUnderLoad, type HealthUnderLoad } from './health-under-load.js'
+import { measureHealthUnderLoad } from './health-under-load.js'
 import { describe, log, step } from './log.js'
-import type { Options } from './options.js'
 import { RequestSets } from './requests.js'
 import { Runs } from './runs.js'
 import { Service } from './service.js'
-
-export interface BesidePostgres {
-  /** Start-up to the first 200 on /health, fresh database (migrations included), ms. */
-  startupMs: number
-  tasksList: { rps: number, p50: number, p99: number, errors: number } | undefined
-  healthUnderLoad: HealthUnderLoad | undefined
-  peakRssMB: number
-}
+import type { BesidePostgres, Options } from './types.js'
 
 export async function measureBesidePostgres (options: Options, root: string, cleanups: CleanUps): Promise<BesidePostgres> {
   step('the same service on PostgreSQL, for the embedded database\'s comparisons')

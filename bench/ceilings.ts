@@ -4,25 +4,14 @@
 // pg, after the same token check). Each run starts a fresh one and stops it after.
 import path from 'node:path'
 import { databaseEnv } from './database.js'
-import { runLoad, type LoadResult } from './load.js'
+import { runLoad } from './load.js'
 import { describe, log } from './log.js'
-import type { Options } from './options.js'
 import { BENCH_DIR, ROOT } from './paths.js'
 import { freePort, rssMB, startProcess, waitForHttp } from './proc.js'
 import { bearer, type RequestSets } from './requests.js'
-import { smoke, type Runs, type Window } from './runs.js'
+import { smoke, type Runs } from './runs.js'
 import { baseEnv, tokenEnv, type Service } from './service.js'
-
-export type CeilingKind = 'framework' | 'framework+headers' | 'database'
-
-export interface CeilingRun {
-  kind: CeilingKind
-  result: LoadResult
-  window: Window
-  /** When its process was started (a CPU profile's clock starts there). */
-  spawnedAt: number
-  others: number | undefined
-}
+import type { CeilingKind, CeilingRun, Options } from './types.js'
 
 interface FirstPage { total: string | null, body: { data?: unknown[] } }
 

@@ -6,7 +6,7 @@ import path from 'node:path'
 import pg from 'pg'
 import type { CleanUps } from './cleanup.js'
 import { log } from './log.js'
-import type { DbKind } from './options.js'
+import type { DbKind } from './types.js'
 
 export interface BenchDatabase {
   kind: DbKind

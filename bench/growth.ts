@@ -3,10 +3,7 @@
 // EXPLAIN ANALYZE of the statement's generic plan.
 import type { Bench } from './context.js'
 import { describe, log, step } from './log.js'
-import { addTasks, addUserTasks, analyze, clearTasks, countTasks, explainList, SPECIAL } from './seed.js'
-
-/** Tasks of the growth user, whose GET /tasks the series follows. */
-export const GROWTH_USER_TASKS = 50
+import { addTasks, addUserTasks, analyze, clearTasks, countTasks, explainList, GROWTH_USER_TASKS, SPECIAL } from './seed.js'
 
 export async function runGrowth ({ options, service, runs, accounts, requests, report }: Bench): Promise<void> {
   const { settings } = options

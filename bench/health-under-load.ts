@@ -8,23 +8,14 @@ import path from 'node:path'
 import { createInterface } from 'node:readline'
 import { runLoad } from './load.js'
 import { describe, fmt, log } from './log.js'
-import type { Options } from './options.js'
 import { BENCH_DIR } from './paths.js'
 import type { RequestSets } from './requests.js'
 import type { Runs } from './runs.js'
 import type { Service } from './service.js'
+import type { HealthUnderLoad, Options, ProbeResult } from './types.js'
 
 const PROBE = path.join(BENCH_DIR, 'health-probe.js')
 const INTERVAL_MS = 100
-
-/** A probe's latencies, ms, and its failures (non-200 answers, errors, timeouts). */
-export interface ProbeResult { count: number, p50: number, p99: number, max: number, failures: number }
-
-export interface HealthUnderLoad extends ProbeResult {
-  /** GET /tasks meanwhile. */
-  loadRps: number
-  loadErrors: number
-}
 
 /**
  * Starts bench/health-probe.js on `url` (a request every 100 ms on one kept-alive connection

@@ -5,32 +5,16 @@
 // with the service quiet, then beside that load. Targets (issue 22): the /health probe's p99
 // under 50 ms, the other user's GET /tasks p50 within 5 × its quiet p50.
 import type { Bench } from './context.js'
-import { startProbe, type ProbeResult } from './health-under-load.js'
+import { startProbe } from './health-under-load.js'
 import { runLoad } from './load.js'
 import { describe, fmt, log, step } from './log.js'
 import { bearer } from './requests.js'
 import { addHeavyTasks, SPECIAL } from './seed.js'
+import type { ProbeResult } from './types.js'
 
 export const HEAVY_TASKS = 1000
 export const HEAVY_DESCRIPTION = 10_000
 export const HEAVY_CONNECTIONS = 4
-
-export interface HeavyPages {
-  connections: number
-  /** The heavy user's default page as one request saw it: bytes of the body, tasks in it. */
-  pageBytes: number
-  pageTasks: number
-  /** The heavy load itself. */
-  heavyRps: number
-  heavyP50: number
-  heavyP99: number
-  heavyErrors: number
-  quiet: { health: ProbeResult, otherTasks: ProbeResult }
-  loaded: { health: ProbeResult, otherTasks: ProbeResult }
-  /** Peak RSS of the service and its event-loop delay p99 beside the load. */
-  rssMB: number
-  eventLoopP99: number | null
-}
 
 const probeLine = (name: string, p: ProbeResult) =>
   `${name.padEnd(26)} p50 ${fmt(p.p50, 2)}  p99 ${fmt(p.p99, 2)}  max ${fmt(p.max, 2)} ms over ${p.count} probes, ${p.failures} failed`

@@ -3,7 +3,7 @@
 import path from 'node:path'
 import { parseArgs } from 'node:util'
 import { ROOT } from './paths.js'
-import { SCENARIOS } from './requests.js'
+import { SCENARIOS, type DbKind, type Options, type Settings } from './types.js'
 
 export const HELP = `npm run bench -- [options]
 
@@ -38,50 +38,6 @@ export const HELP = `npm run bench -- [options]
                          cores during it; the quietest attempt counts (default 2; --quick 0)
   --assert-targets       exit 1 when a target of the performance issue is missed (default: only on errors)
 `
-
-export type DbKind = 'postgres' | 'pglite'
-
-export interface Settings {
-  users: number
-  tasksPerUser: number
-  /** Users whose tokens the read scenarios rotate through. */
-  readers: number
-  /** Users who create and update tasks. */
-  writers: number
-  /** Users with an active subscription (webhook targets). */
-  customers: number
-  /** Table sizes of the growth series. */
-  growth: number[]
-  soakMinutes: number
-}
-
-export interface Options {
-  db: DbKind
-  /** The PostgreSQL server to create the benchmark database on. */
-  databaseServerUrl: string
-  quick: boolean
-  /** Seconds per measured run. */
-  duration: number
-  /** Seconds of unmeasured load before a run. */
-  warmup: number
-  connections: number
-  pairs: number
-  /** Seconds to wait at most for other processes to settle before a run. */
-  quietWait: number
-  retries: number
-  settings: Settings
-  /** Whether --only asks for this part (every part without --only). */
-  wanted: (part: string) => boolean
-  /** --profile's target: a scenario or a ceiling. */
-  profile: string | undefined
-  soak: boolean
-  /** Extra service environment (--env). */
-  env: Record<string, string>
-  skipBuild: boolean
-  /** The results file, absolute. */
-  out: string
-  assertTargets: boolean
-}
 
 export const PROFILE_TARGETS: readonly string[] = [...SCENARIOS, 'ceiling.database', 'ceiling.framework', 'ceiling.framework+headers']
 

@@ -3,14 +3,13 @@
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import type { CeilingKind } from './ceilings.js'
 import type { Bench } from './context.js'
 import type { LoadResult } from './load.js'
 import { describe, log, step } from './log.js'
 import { ROOT } from './paths.js'
 import { formatProfile, summarizeProfile } from './profile.js'
-import { runOptionsFor, type ScenarioName } from './requests.js'
-import type { Window } from './runs.js'
+import { runOptionsFor } from './requests.js'
+import type { CeilingKind, ScenarioName, Window } from './types.js'
 
 /** `target`: a scenario name, or ceiling.<kind> (options.ts checks it is one of PROFILE_TARGETS). */
 export async function runProfile ({ options, service, runs, requests, ceilings }: Bench, target: string): Promise<void> {

@@ -2,14 +2,10 @@
 // shape is `Results` here; earlier runs' files are read against it, so keep its keys), and
 // the targets of the performance issue, checked against both.
 import os from 'node:os'
-import type { CeilingKind, CeilingRun } from './ceilings.js'
-import { GROWTH_USER_TASKS } from './growth.js'
 import { fmt, log } from './log.js'
-import type { BesidePostgres } from './beside-postgres.js'
-import type { HealthUnderLoad } from './health-under-load.js'
-import type { HeavyPages } from './heavy-pages.js'
-import type { DbKind, Options } from './options.js'
 import { NOISY } from './runs.js'
+import { GROWTH_USER_TASKS } from './seed.js'
+import type { BesidePostgres, CeilingKind, CeilingRun, DbKind, HealthUnderLoad, HeavyPages, Options } from './types.js'
 
 export interface Figures { rps: number, p50: number, p99: number }
 

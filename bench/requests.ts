@@ -1,16 +1,10 @@
 // What each scenario sends: autocannon request sets that rotate through the seeded users'
 // tokens, the writers' tasks, signed webhook deliveries and sign-ins.
 import { randomBytes, randomUUID } from 'node:crypto'
-import type { Accounts } from './accounts.js'
 import type { Request } from './load.js'
-import type { Settings } from './options.js'
-import type { RunOptions } from './runs.js'
 import { emailOf, PASSWORD } from './seed.js'
+import type { Accounts, RunOptions, ScenarioName, Settings } from './types.js'
 import { DeliveryPool } from './webhooks.js'
-
-/** The service's scenarios, in the order they run. */
-export const SCENARIOS = ['health', 'tasks.list', 'tasks.list.filtered', 'tasks.create', 'tasks.create.keyed', 'tasks.update', 'preferences.get', 'webhook', 'login'] as const
-export type ScenarioName = typeof SCENARIOS[number]
 
 /** How a scenario's run differs: sign-ins queue behind bcrypt, so no warm-up (it would leave a queue behind) and a long timeout. */
 export const runOptionsFor = (name: ScenarioName): RunOptions => name === 'login' ? { warmup: 0, timeout: 60 } : {}

@@ -6,19 +6,14 @@ import type { CleanUps } from './cleanup.js'
 import { CpuWatch } from './cpu.js'
 import { runLoad, type LoadResult, type Request } from './load.js'
 import { fmt, log } from './log.js'
-import type { Options } from './options.js'
 import type { Managed } from './proc.js'
 import { ServiceDied, type EventLoop, type Service } from './service.js'
+import type { Options, RunOptions, Window } from './types.js'
 
 /** Cores used by other processes above which a run counts as disturbed. */
 export const NOISY = 0.25
 
-/** Milliseconds since the epoch. */
-export interface Window { from: number, to: number }
-
 export interface Measured { result: LoadResult, rssMB: number, eventLoop: EventLoop | undefined, others: number | undefined, window: Window }
-
-export interface RunOptions { warmup?: number, duration?: number, timeout?: number, connections?: number }
 
 /** One request by hand before a run; what was wrong with its answer, if anything. */
 export async function smoke (base: string, request: Request): Promise<string | undefined> {

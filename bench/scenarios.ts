@@ -2,12 +2,12 @@
 // tasks.list are measured against their ceilings in interleaved pairs (ceiling, then
 // service, --pairs times) and the median pair by ratio is reported: on a shared VM
 // identical runs differ by ±20 %, far more than within one pair.
-import type { CeilingKind, CeilingRun } from './ceilings.js'
 import type { Bench } from './context.js'
 import { describe, log, step } from './log.js'
 import type { ScenarioRow } from './report.js'
-import { runOptionsFor, SCENARIOS, type ScenarioName } from './requests.js'
+import { runOptionsFor } from './requests.js'
 import type { Measured } from './runs.js'
+import { SCENARIOS, type CeilingKind, type CeilingRun, type ScenarioName } from './types.js'
 
 const PAIRED_WITH: Partial<Record<ScenarioName, CeilingKind[]>> = { health: ['framework', 'framework+headers'], 'tasks.list': ['database'] }
 

@@ -47,7 +47,9 @@ export const SPECIAL = {
   large: 'large@bench.test',
   heavy: 'heavy@bench.test'
 } as const
-export type Special = keyof typeof SPECIAL
+
+/** Tasks of the growth user, whose GET /tasks the growth series follows. */
+export const GROWTH_USER_TASKS = 50
 
 export interface SeedPlan {
   users: number

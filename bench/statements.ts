@@ -1,7 +1,7 @@
 // The only place in bench/ that reads the service's prepared statements: the database
 // ceiling runs GET /tasks's statements and the growth series explains one, with the
 // service's own SQL (each statement carries its name in its text; db/engine/prepared.ts).
-import type { PreparedStatement } from '../db/engine/prepared.js'
+import type { PreparedStatement } from '../db/statements.js'
 import { tasksPage } from '../db/tasks.js'
 import { userForToken } from '../db/users.js'
 

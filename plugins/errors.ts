@@ -44,8 +44,8 @@ export default fp(async function errors (fastify) {
     }
     const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]
     if (known) return send(known)
-    // The JSON parsers' errors carry 400 but no code (a SyntaxError, or the raw-body parser's empty-body error).
-    if (err.statusCode === 400 && (err instanceof SyntaxError || err.message.startsWith('Body cannot be empty'))) return send('INVALID_JSON')
+    // The JSON parser's errors carry 400 but no code: a SyntaxError.
+    if (err.statusCode === 400 && err instanceof SyntaxError) return send('INVALID_JSON')
     // The body stopped mid-way because the connection closed (the client left, or a request
     // timeout cut it and clientErrorHandler answered): no one to answer, and no database
     // failure, whatever its ECONNRESET says.

@@ -8,7 +8,8 @@
 //   fractional digits, an offset within ±14:00, a UTC year from 1 to 9999.
 // Unknown fields and query parameters are refused, never dropped; every failing field is
 // reported, up to MAX_DETAILS: a body with more unknown fields than that is refused on those
-// before the rest is validated.
+// before the rest is validated. A route whose body or query schema would let unknown fields
+// through (an object that does not say `additionalProperties: false`) is refused at start-up.
 import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import fastUri from 'fast-uri'
@@ -18,7 +19,7 @@ import { MAX_DETAILS } from '../errors.js'
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv
 
 const AJV_OPTIONS: Options = {
-  // Unknown fields are refused, not silently dropped (decisions.md).
+  // Unknown fields are refused, not silently dropped (docs/api.md, Strict bodies).
   removeAdditional: false,
   useDefaults: true,
   // Every invalid field in `details`; each body is at most 1 MiB and the details are capped
@@ -117,12 +118,48 @@ function unknownFieldsFirst (schema: ObjectSchema & { additionalProperties?: unk
 // an unknown body field is, not ignored.
 const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
 
+type SchemaNode = Record<string, unknown>
+const isNode = (value: unknown): value is SchemaNode => value !== null && typeof value === 'object' && !Array.isArray(value)
+
+/**
+ * Where a schema accepts unknown fields: each object in it (shared schemas followed by
+ * their $ref) that leaves `additionalProperties` unsaid, JSON Schema's default being to
+ * accept anything. A schema that means to accept unknown fields says
+ * `additionalProperties: true`.
+ */
+function openObjects (schema: unknown, resolve: (id: string) => unknown, at = '', seen = new Set<unknown>()): string[] {
+  if (!isNode(schema) || seen.has(schema)) return []
+  seen.add(schema)
+  if (typeof schema.$ref === 'string') return openObjects(resolve(schema.$ref), resolve, at, seen)
+  const found: string[] = []
+  const properties = isNode(schema.properties) ? schema.properties : undefined
+  if ((schema.type === 'object' || properties !== undefined) && schema.additionalProperties === undefined && schema.unevaluatedProperties === undefined) {
+    found.push(at === '' ? '/' : at)
+  }
+  for (const [name, inner] of Object.entries(properties ?? {})) found.push(...openObjects(inner, resolve, `${at}/${name}`, seen))
+  if (isNode(schema.additionalProperties)) found.push(...openObjects(schema.additionalProperties, resolve, `${at}/*`, seen))
+  found.push(...openObjects(schema.items, resolve, `${at}/[]`, seen))
+  for (const key of ['anyOf', 'oneOf', 'allOf']) {
+    const branches = schema[key]
+    if (Array.isArray(branches)) for (const branch of branches) found.push(...openObjects(branch, resolve, at, seen))
+  }
+  return found
+}
+
 export default fp(async function validation (fastify) {
   const bodies = newAjv(false)
   const text = newAjv('array')
-  fastify.addHook('onRoute', (route) => {
+  fastify.addHook('onRoute', function (route) {
     if (route.schema !== undefined && route.schema.hide !== true && route.schema.querystring === undefined) {
       route.schema = { ...route.schema, querystring: NO_QUERY }
+    }
+    // Closed by default: a new route cannot accept unknown fields by forgetting to refuse them.
+    for (const part of ['body', 'querystring'] as const) {
+      const open = openObjects(route.schema?.[part], (id) => this.getSchema(id))
+      if (open.length > 0) {
+        throw new Error(`${String(route.method)} ${route.url}: its ${part} schema accepts unknown fields at ${open.join(', ')}; ` +
+          'add additionalProperties: false (or true, to accept them on purpose)')
+      }
     }
   })
   // The shared schemas ($id) that route schemas reference, known to both before the first route compiles.

@@ -6,8 +6,10 @@ import { createDatabase } from '../db/engine/connect.js'
 import { migrateToLatest } from '../db/engine/migrate.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { DataDirInUseError } from '../db/engine/data-dir-lock.js'
+import { loadEnvFile } from '../env-file.js'
 
 try {
+  loadEnvFile()
   const config = loadConfig()
   const handle = createDatabase({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, pooler: config.DATABASE_POOLER, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS })
   try {

@@ -86,8 +86,6 @@ export async function billingSetup (t: Teardown, options: BillingSetupOptions = 
   return { app, stripe, webhookSecret, logLines, deliver, newUser, checkout, subscribe, stored, eventRecorded, logged }
 }
 
-export type BillingSetup = Awaited<ReturnType<typeof billingSetup>>
-
 /** As helper.build(), with the log lines kept: the same server options, the lines to a list. */
 async function buildKeepingLog (t: Teardown, env: Record<string, string>, lines: string[]): Promise<FastifyInstance> {
   const config = await testConfig(t, env)

@@ -533,7 +533,7 @@ t.test(`property 2, webhook (${WEBHOOK_RUNS} runs): any signed body is acknowled
     const res = await answer({ method: 'POST', url: '/webhooks/payment', headers, remoteAddress: nextClientAddress(), payload: text })
     statuses[res.statusCode] = (statuses[res.statusCode] ?? 0) + 1
     assertWellFormed(webhook, res, where)
-    // Whatever was applied, the plan follows the stored status (decisions.md).
+    // Whatever was applied, the plan follows the stored status (docs/billing.md: `pro` while live, else `free`).
     const stored = await app.db.selectFrom('user_preferences').select(['plan', 'payment_subscription_status', 'payment_state_at'])
       .where('user_id', '=', subscriber.id).executeTakeFirstOrThrow()
     const live = ['active', 'trialing', 'past_due'].includes(stored.payment_subscription_status ?? '')

@@ -1,4 +1,4 @@
-// The /tasks routes (decisions.md §Tasks): envelopes, validation, completedAt rules,
+// The /tasks routes (docs/api.md): envelopes, validation, completedAt rules,
 // listing and pagination, and that another user's task is indistinguishable from none.
 import type { LightMyRequestResponse } from 'fastify'
 import { sql } from 'kysely'

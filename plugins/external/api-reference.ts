@@ -6,7 +6,7 @@
 // checks all of this in Chromium.
 //
 // Why Scalar and not @fastify/swagger-ui: our bodies are envelopes whose shape depends on
-// the status ({success: true, data} or {success: false, error, details?}), and Scalar
+// the status ({success: true, data} or {success: false, error, code, details?}), and Scalar
 // puts them side by side: beside each operation, one tab per documented status (200, 400,
 // 401, 429, …) with an example envelope built from that status's schema, and the
 // operation's auth requirement in its heading. Its "Test Request" client shows the real

@@ -1,4 +1,4 @@
-// JWT: HS256 only, issuer and audience pinned, exp/sub/jti required (decisions.md).
+// JWT: HS256 only, issuer and audience pinned, exp/iat/sub/jti required (docs/api.md, Tokens).
 import jwt, { type FastifyJWTOptions } from '@fastify/jwt'
 import type { FastifyInstance } from 'fastify'
 import type { UserRow } from '../../db/types.js'

@@ -13,7 +13,8 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
       // A private service (package.json: private, no license); SPDX's form for a license of one's own.
       license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       description: 'Accounts, tasks, preferences and subscription billing. Every JSON body uses the envelope ' +
-        '`{success: true, data}` or `{success: false, error, details?}`; every response carries `X-Request-Id`.'
+        '`{success: true, data}` or `{success: false, error, code, details?}` (`code`: a stable identifier to ' +
+        'branch on, one of `ErrorCode`; `error`: the text for people); every response carries `X-Request-Id`.'
     },
     servers: [{ url: fastify.config.API_URL }],
     tags: [
