@@ -37,7 +37,7 @@ const grace = closeWithGrace({ delay: 3 * drainMs + 10_000 }, async ({ signal, e
   if (signal === 'SIGTERM' && drainMs > 0) await app.drain(drainMs)
   await app.close()
 })
-// The app may close itself: when the embedded database fails, plugins/external/db.ts sets
+// The app may close itself: when the embedded database fails, plugins/app/db.ts sets
 // exit code 1 and closes it. The process then ends with that code (close-with-grace would
 // exit 0 when the event loop empties), and within 10 s even if a handle stays open.
 app.addHook('onClose', (_instance, done) => {

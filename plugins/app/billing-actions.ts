@@ -2,7 +2,6 @@
 // (billing/provider-actions.ts), started once the app is ready and stopped before the
 // database closes; and its gauge.
 import fp from 'fastify-plugin'
-import { Gauge } from 'prom-client'
 import { createProviderActionWorker, type ProviderActionWorker } from '../../billing/provider-actions.js'
 import { countProviderActions } from '../../db/billing.js'
 
@@ -30,19 +29,13 @@ export default fp(async function billingActions (fastify) {
   })
 
   // Read when scraped; a database that does not answer leaves the last values.
-  new Gauge({ // eslint-disable-line no-new
+  fastify.metrics.gauge({
     name: 'billing_provider_actions',
     help: 'Provider calls webhooks decided on (cancelling a subscription nobody may be billed for), by state: pending (waiting or retrying; growing: the provider is failing) and failed (given up: an operator must act, docs/billing.md)',
     labelNames: ['state'] as const,
-    registers: [fastify.metrics.registry],
-    async collect () {
-      try {
-        const counts = await countProviderActions(db)
-        this.set({ state: 'pending' }, counts.pending)
-        this.set({ state: 'failed' }, counts.failed)
-      } catch (err) {
-        log.debug({ err }, 'billing_provider_actions: the database did not answer')
-      }
+    read: async () => {
+      const counts = await countProviderActions(db)
+      return [{ labels: { state: 'pending' }, value: counts.pending }, { labels: { state: 'failed' }, value: counts.failed }]
     }
   })
 

@@ -4,7 +4,6 @@
 // production each message is logged (recipient, subject, link) instead, and in production
 // messages stay queued until it is set.
 import fp from 'fastify-plugin'
-import { Gauge } from 'prom-client'
 import { countPendingEmails, purgeOldEmails } from '../../db/email-outbox.js'
 import { purgeExpiredEmailTokens } from '../../db/email-tokens.js'
 import { linkKeyFrom, type OutboxContext } from '../../mail/outbox.js'
@@ -32,19 +31,11 @@ export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
   const context: OutboxContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM), linkKey: linkKeyFrom(config.AUTH_JWT_SECRET) }
 
-  // Read when scraped. A database that does not answer leaves the last value (and the
-  // scrape succeeds): the database's own gauges tell that story.
-  new Gauge({ // eslint-disable-line no-new
+  // A database that does not answer leaves the last value: its own gauges tell that story.
+  fastify.metrics.gauge({
     name: 'email_outbox_depth',
     help: 'Emails waiting to be sent: queued or retrying, not yet sent nor given up (a growing value: the mail server is down or too slow)',
-    registers: [fastify.metrics.registry],
-    async collect () {
-      try {
-        this.set(await countPendingEmails(db))
-      } catch (err) {
-        log.debug({ err }, 'email_outbox_depth: the database did not answer')
-      }
-    }
+    read: () => countPendingEmails(db)
   })
 
   let deliver: Deliver | undefined

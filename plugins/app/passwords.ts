@@ -7,7 +7,6 @@ import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
-import { Counter, Gauge } from 'prom-client'
 import { BusyError } from '../../errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
@@ -56,8 +55,8 @@ export default fp(async function passwords (fastify) {
   // exactly when a line per request would flood the log.
   let shed = 0
   let lastWarning = 0
-  const { registry } = fastify.metrics
-  const shedTotal = new Counter({ name: 'password_hashing_shed_total', help: 'Sign-ins and password changes refused with 503 because the hashing queue was full', registers: [registry] })
+  const { metrics } = fastify
+  const shedTotal = metrics.counter({ name: 'password_hashing_shed_total', help: 'Sign-ins and password changes refused with 503 because the hashing queue was full' })
   const busy = (): Error => {
     shed++
     shedTotal.inc()
@@ -73,9 +72,9 @@ export default fp(async function passwords (fastify) {
   const capacity = threads + fastify.config.BCRYPT_QUEUE_MAX
   let inPool = 0
   // Read when scraped.
-  registry.registerMetric(new Gauge({ name: 'password_hashing_queue_depth', help: 'Hashes waiting for a free hashing thread', registers: [], collect () { this.set(pool.queueSize) } }))
-  registry.registerMetric(new Gauge({ name: 'password_hashing_in_pool', help: 'Hashes running or waiting; at password_hashing_capacity sign-ins are shed', registers: [], collect () { this.set(inPool) } }))
-  new Gauge({ name: 'password_hashing_capacity', help: 'The most hashes running or waiting (BCRYPT_WORKERS + BCRYPT_QUEUE_MAX)', registers: [registry] }).set(capacity)
+  metrics.gauge({ name: 'password_hashing_queue_depth', help: 'Hashes waiting for a free hashing thread', read: () => pool.queueSize })
+  metrics.gauge({ name: 'password_hashing_in_pool', help: 'Hashes running or waiting; at password_hashing_capacity sign-ins are shed', read: () => inPool })
+  metrics.gauge({ name: 'password_hashing_capacity', help: 'The most hashes running or waiting (BCRYPT_WORKERS + BCRYPT_QUEUE_MAX)', read: () => capacity })
   const run = async <T extends string | boolean>(task: BcryptTask): Promise<T> => {
     inPool++
     try {

@@ -10,7 +10,6 @@
 // once, and `redis_up` says which it is.
 import fp from 'fastify-plugin'
 import { Redis } from 'ioredis'
-import { Gauge } from 'prom-client'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -59,11 +58,10 @@ export default fp(async function redis (fastify) {
   // Registered once every plugin is loaded: the metrics plugin comes after the rate limit,
   // which comes after this one.
   fastify.addHook('onReady', async () => {
-    new Gauge({ // eslint-disable-line no-new
+    fastify.metrics.gauge({
       name: 'redis_up',
       help: 'Whether Redis answers (1) or the shared rate limits are letting requests through without it (0)',
-      registers: [fastify.metrics.registry],
-      collect () { this.set(up ? 1 : 0) }
+      read: () => up ? 1 : 0
     })
   })
   fastify.addHook('onClose', async () => {

@@ -6,12 +6,12 @@
 // the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
-import { Gauge, type Registry } from 'prom-client'
 import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/engine/connect.js'
 import { migrateToLatest } from '../../db/engine/migrate.js'
 import { DatabaseSetupError } from '../../db/engine/pooler-check.js'
 import type { Database } from '../../db/types.js'
 import { ServiceUnavailableError } from '../../errors.js'
+import type { Metrics } from './metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -48,7 +48,7 @@ export default fp(async function db (fastify) {
     }
   })
   fastify.decorate('db', handle.db)
-  registerPoolMetrics(fastify.metrics.registry, handle.poolStats)
+  registerPoolMetrics(fastify.metrics, handle.poolStats)
 
   let migrated = false
   let retry: NodeJS.Timeout | undefined
@@ -96,16 +96,9 @@ export default fp(async function db (fastify) {
 }, { name: 'db', dependencies: ['metrics', 'tracing'] })
 
 /** The connection figures, read when scraped. */
-function registerPoolMetrics (registry: Registry, stats: () => PoolStats): void {
-  const gauge = (name: string, help: string, read: (s: PoolStats) => number | undefined) => new Gauge({
-    name,
-    help,
-    registers: [registry],
-    collect () {
-      const value = read(stats())
-      if (value !== undefined) this.set(value)
-    }
-  })
+function registerPoolMetrics (metrics: Metrics, stats: () => PoolStats): void {
+  const gauge = (name: string, help: string, read: (s: PoolStats) => number | undefined) =>
+    metrics.gauge({ name, help, read: () => read(stats()) })
   gauge('db_pool_connections_in_use', 'Database connections running a query or holding a transaction (PGlite: its one connection, 0 or 1)', (s) => s.inUse)
   gauge('db_pool_connections_idle', 'Open database connections not in use', (s) => s.idle)
   gauge('db_pool_connections_max', 'The most connections the pool opens (DATABASE_POOL_MAX; PGlite: 1)', (s) => s.max)
