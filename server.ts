@@ -30,7 +30,7 @@ app.register(fp(serviceApp), { config })
 // balancer may still be sending work to; SIGINT is a person at a terminal, and an error leaves
 // nothing worth serving on. The 10 s bound on closing starts after the longest drain (three
 // times SHUTDOWN_DRAIN_MS while requests keep coming: plugins/app/graceful-close.ts).
-const drainMs = config.SHUTDOWN_DRAIN_MS
+const drainMs = config.http.shutdownDrainMs
 const grace = closeWithGrace({ delay: 3 * drainMs + 10_000 }, async ({ signal, err }) => {
   if (err) app.log.error({ err }, 'closing because of an error')
   else app.log.info({ signal, drainMs: signal === 'SIGTERM' ? drainMs : 0 }, 'shutting down')
@@ -47,7 +47,7 @@ app.addHook('onClose', (_instance, done) => {
 })
 
 try {
-  await app.listen({ port: config.PORT, host: config.HOST })
+  await app.listen({ port: config.http.port, host: config.http.host })
 } catch (err) {
   // Another process has the embedded database, or the way to PostgreSQL breaks what the service
   // relies on: a refusal, not a fault, so one line, like a bad setting.

@@ -19,12 +19,12 @@ export default fp(async function billingActions (fastify) {
   // One attempt is at most two provider requests (a cancel, and a look-up when refused), each
   // tried PAYMENT_MAX_RETRIES + 1 times for up to PAYMENT_TIMEOUT_MS: the lease is twice
   // that, so it ends only for a worker that died, and another one never calls alongside.
-  const perRequest = (config.PAYMENT_MAX_RETRIES + 1) * config.PAYMENT_TIMEOUT_MS + config.PAYMENT_MAX_RETRIES * SDK_RETRY_DELAY_MS
+  const perRequest = (config.payments.maxRetries + 1) * config.payments.timeoutMs + config.payments.maxRetries * SDK_RETRY_DELAY_MS
   const worker = createProviderActionWorker({
     db,
     provider: payments,
     log: log.child({ worker: 'billing-actions' }),
-    retryBaseMs: config.PAYMENT_ACTION_RETRY_BASE_MS,
+    retryBaseMs: config.payments.actionRetryBaseMs,
     leaseMs: Math.max(60_000, 2 * 2 * perRequest)
   })
 
@@ -41,7 +41,7 @@ export default fp(async function billingActions (fastify) {
 
   fastify.decorate('billingActions', worker)
   // Without billing nothing can be carried out: no polling (queued actions wait, the gauge shows them).
-  if (config.PAYMENT_SECRET_KEY !== undefined) fastify.addHook('onReady', async () => { worker.start() })
+  if (config.payments.secretKey !== undefined) fastify.addHook('onReady', async () => { worker.start() })
   // Before the database closes (onClose): a call in flight may finish; one that does not is
   // attempted again once its lease ends, here after a restart or on another instance.
   fastify.addHook('preClose', () => worker.stop())

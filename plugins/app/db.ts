@@ -28,14 +28,14 @@ const RETRY_MS = 2_000
 export default fp(async function db (fastify) {
   const { config, log } = fastify
   const handle = createDatabase<Database>({
-    url: config.DATABASE_URL,
-    dataDir: config.DATA_DIR,
-    poolMax: config.DATABASE_POOL_MAX,
-    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
-    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
-    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
-    pooler: config.DATABASE_POOLER,
+    url: config.db.url,
+    dataDir: config.db.dataDir,
+    poolMax: config.db.poolMax,
+    connectTimeoutMs: config.db.connectTimeoutMs,
+    statementTimeoutMs: config.db.statementTimeoutMs,
+    queryTimeoutMs: config.db.queryTimeoutMs,
+    preparedStatements: config.db.preparedStatements,
+    pooler: config.db.pooler,
     onPoolError: (err) => log.warn({ err }, 'idle database client failed'),
     tracer: fastify.tracer,
     // The embedded database's thread is gone: nothing can be served again. Every query

@@ -29,7 +29,7 @@ export function productName (from: string): string {
 
 export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
-  const context: OutboxContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM), linkKey: linkKeyFrom(config.AUTH_JWT_SECRET) }
+  const context: OutboxContext = { appUrl: config.http.appUrl, product: productName(config.email.from), linkKey: linkKeyFrom(config.auth.jwtSecret) }
 
   // A database that does not answer leaves the last value: its own gauges tell that story.
   fastify.metrics.gauge({
@@ -39,11 +39,11 @@ export default fp(async function mailer (fastify) {
   })
 
   let deliver: Deliver | undefined
-  if (config.SMTP_URL !== undefined) {
-    const smtp = smtpTransport(config.SMTP_URL, config.EMAIL_FROM)
+  if (config.email.smtpUrl !== undefined) {
+    const smtp = smtpTransport(config.email.smtpUrl, config.email.from)
     fastify.addHook('onClose', () => smtp.close())
     deliver = smtp.deliver
-  } else if (config.NODE_ENV !== 'production') {
+  } else if (config.nodeEnv !== 'production') {
     deliver = logTransport(log)
   } else {
     log.warn('SMTP_URL is not set: emails are queued and will be sent once it is')
@@ -54,9 +54,9 @@ export default fp(async function mailer (fastify) {
     context,
     deliver,
     log,
-    pollIntervalMs: config.EMAIL_POLL_INTERVAL_MS,
-    retryBaseMs: config.EMAIL_RETRY_BASE_MS,
-    giveUpMs: config.EMAIL_GIVE_UP_MS,
+    pollIntervalMs: config.email.pollIntervalMs,
+    retryBaseMs: config.email.retryBaseMs,
+    giveUpMs: config.email.giveUpMs,
     maxErrorLength: MAX_LOGGED_TEXT
   })
   fastify.jobs.add(sender)

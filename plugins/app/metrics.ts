@@ -85,7 +85,7 @@ export default fp(async function metrics (fastify) {
     help: 'Payment provider events received with a valid signature, by type and outcome',
     labelNames: ['type', 'outcome'] as const
   })
-  const served = config.METRICS_PORT !== undefined || config.METRICS_TOKEN !== undefined
+  const served = config.metrics.port !== undefined || config.metrics.token !== undefined
   fastify.decorate('metrics', { registry, gauge, counter, webhookEvents, server: null } satisfies Metrics as Metrics)
   if (!served) return
 
@@ -111,8 +111,8 @@ export default fp(async function metrics (fastify) {
     done()
   })
 
-  if (config.METRICS_TOKEN !== undefined) {
-    const expected = digest(config.METRICS_TOKEN)
+  if (config.metrics.token !== undefined) {
+    const expected = digest(config.metrics.token)
     // Constant time: both sides are SHA-256 digests, of equal length whatever was sent.
     const authorized = (request: FastifyRequest): boolean => {
       const match = BEARER.exec(request.headers.authorization ?? '')
@@ -129,7 +129,7 @@ export default fp(async function metrics (fastify) {
     }, async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()))
   }
 
-  if (config.METRICS_PORT !== undefined) {
+  if (config.metrics.port !== undefined) {
     const server = createServer((req, res) => {
       const path = (req.url ?? '').split('?')[0]
       if ((req.method !== 'GET' && req.method !== 'HEAD') || path !== '/metrics') {
@@ -146,7 +146,7 @@ export default fp(async function metrics (fastify) {
     fastify.metrics.server = server
     fastify.addHook('onReady', () => new Promise<void>((resolve, reject) => {
       server.once('error', reject)
-      server.listen(config.METRICS_PORT, config.METRICS_HOST, () => {
+      server.listen(config.metrics.port, config.metrics.host, () => {
         server.off('error', reject)
         resolve()
       })

@@ -40,12 +40,12 @@ const workerExecArgv = extension === '.js' ? [] : undefined
 
 export default fp(async function passwords (fastify) {
   // Default: leave one core for serving requests.
-  const threads = fastify.config.BCRYPT_WORKERS ?? Math.max(1, availableParallelism() - 1)
+  const threads = fastify.config.auth.bcryptWorkers ?? Math.max(1, availableParallelism() - 1)
   const pool = new Piscina<BcryptTask, string | boolean>({
     filename: workerFile,
     minThreads: threads,
     maxThreads: threads,
-    maxQueue: fastify.config.BCRYPT_QUEUE_MAX,
+    maxQueue: fastify.config.auth.bcryptQueueMax,
     execArgv: workerExecArgv,
     idleTimeout: 60_000
   })
@@ -69,7 +69,7 @@ export default fp(async function passwords (fastify) {
   }
 
   // Tasks hashing or waiting: piscina refuses a task beyond one per thread plus the queue.
-  const capacity = threads + fastify.config.BCRYPT_QUEUE_MAX
+  const capacity = threads + fastify.config.auth.bcryptQueueMax
   let inPool = 0
   // Read when scraped.
   metrics.gauge({ name: 'password_hashing_queue_depth', help: 'Hashes waiting for a free hashing thread', read: () => pool.queueSize })
@@ -90,7 +90,7 @@ export default fp(async function passwords (fastify) {
 
   // The dummy must cost what a real hash costs, or an unknown email answers faster; at
   // another cost than 12 it is made by the first sign-in that needs it.
-  const rounds = fastify.config.BCRYPT_ROUNDS
+  const rounds = fastify.config.auth.bcryptRounds
   let dummyHash: Promise<string> | undefined = rounds === 12 ? Promise.resolve(DUMMY_HASH_12) : undefined
   // A failed attempt (shed) is forgotten, so the next sign-in tries again.
   const dummy = () => (dummyHash ??= run<string>({ op: 'hash', password: randomBytes(18).toString('base64'), rounds })

@@ -19,12 +19,12 @@ declare module 'fastify' {
 
 export default fp(async function redis (fastify) {
   const { config, log } = fastify
-  if (!config.REDIS_URL) {
+  if (!config.limits.redisUrl) {
     fastify.decorate('redis', null)
     return
   }
-  const timeout = config.REDIS_COMMAND_TIMEOUT_MS
-  const client = new Redis(config.REDIS_URL, {
+  const timeout = config.limits.redisCommandTimeoutMs
+  const client = new Redis(config.limits.redisUrl, {
     connectTimeout: 1000,
     commandTimeout: timeout,
     socketTimeout: timeout,

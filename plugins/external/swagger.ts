@@ -15,7 +15,7 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
       description: 'Accounts, tasks, preferences and subscription billing. Every JSON body uses the envelope ' +
         '`{success: true, data}` or `{success: false, error, details?}`; every response carries `X-Request-Id`.'
     },
-    servers: [{ url: fastify.config.API_URL }],
+    servers: [{ url: fastify.config.http.apiUrl }],
     tags: [
       { name: 'auth', description: 'Sign-up, sign-in, sign-out' },
       { name: 'account', description: 'Profile and account deletion' },
