@@ -138,13 +138,96 @@ export const ConfigSchema = Type.Object({
 
 type RawConfig = Static<typeof ConfigSchema>
 
-export type AppConfig = RawConfig & {
-  /** Always set after loadConfig: from the environment or, outside production, generated and kept in DATA_DIR. */
-  AUTH_JWT_SECRET: string
-  /** Always set after loadConfig: from the environment or a second above DATABASE_STATEMENT_TIMEOUT_MS. */
-  DATABASE_QUERY_TIMEOUT_MS: number
-  /** Always set after loadConfig: from the environment or http://localhost:PORT. */
-  API_URL: string
+/**
+ * The settings grouped by concern, each plugin reading its own slice (`fastify.config.db`,
+ * `.email`, …). The environment variables (ConfigSchema) are the interface operators use;
+ * this is what the code reads. Derived values are resolved here, once.
+ */
+export interface AppConfig {
+  nodeEnv: string
+  production: boolean
+  http: {
+    port: number
+    host: string
+    requestTimeoutMs: number
+    connectionTimeoutMs: number
+    keepAliveTimeoutMs: number
+    maxConnections: number
+    maxConnectionsPerAddress: number
+    /** The web client's origin (CORS, links in mail, checkout return pages). */
+    appUrl: string
+    /** Always set: from API_URL or http://localhost:PORT. */
+    apiUrl: string
+    /** Extra allowed origins besides appUrl, as given (comma-separated). */
+    corsOrigins: string
+    trustProxy: string
+    shutdownDrainMs: number
+    maxEventLoopDelayMs: number
+  }
+  db: {
+    url: string | undefined
+    dataDir: string
+    poolMax: number
+    connectTimeoutMs: number
+    statementTimeoutMs: number
+    /** Always set: from DATABASE_QUERY_TIMEOUT_MS or a second above statementTimeoutMs. */
+    queryTimeoutMs: number
+    preparedStatements: boolean
+    pooler: 'none' | 'transaction'
+  }
+  auth: {
+    /** Always set: from AUTH_JWT_SECRET or, outside production, generated and kept in DATA_DIR. */
+    jwtSecret: string
+    bcryptRounds: number
+    bcryptWorkers: number | undefined
+    bcryptQueueMax: number
+  }
+  payments: {
+    secretKey: string | undefined
+    webhookSecret: string | undefined
+    /** The prices a checkout may name (PAYMENT_PRICE_IDS). */
+    priceIds: string[]
+    checkoutSuccessUrl: string | undefined
+    checkoutCancelUrl: string | undefined
+    apiUrl: string | undefined
+    timeoutMs: number
+    maxRetries: number
+    actionRetryBaseMs: number
+  }
+  email: {
+    smtpUrl: string | undefined
+    from: string
+    pollIntervalMs: number
+    retryBaseMs: number
+    giveUpMs: number
+  }
+  limits: {
+    redisUrl: string | undefined
+    redisCommandTimeoutMs: number
+    /** RATE_LIMIT_MAX: one client's requests per window (0: no ceiling). */
+    requestsPerWindow: number
+    /** AUTH_RATE_LIMIT_MAX: sign-in attempts per client and failures per account per window. */
+    signInMax: number
+    windowMs: number
+    emailLinksPerHour: number
+    idempotencyKeysPerUser: number
+  }
+  metrics: {
+    port: number | undefined
+    host: string
+    token: string | undefined
+  }
+  tracing: {
+    /** Where spans are sent; undefined: tracing off. */
+    endpoint: string | undefined
+    serviceName: string
+  }
+  log: {
+    level: RawConfig['LOG_LEVEL']
+    axiomToken: string | undefined
+    axiomDataset: string | undefined
+    axiomUrl: string | undefined
+  }
 }
 
 export class ConfigError extends Error {
@@ -180,11 +263,86 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
     throw new ConfigError('Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
   }
   checkTrustProxy(raw)
+  return grouped(raw)
+}
+
+function grouped (raw: RawConfig): AppConfig {
   return {
-    ...raw,
-    API_URL: raw.API_URL ?? `http://localhost:${raw.PORT}`,
-    AUTH_JWT_SECRET: raw.AUTH_JWT_SECRET ?? developmentSecret(raw),
-    DATABASE_QUERY_TIMEOUT_MS: queryTimeout(raw)
+    nodeEnv: raw.NODE_ENV,
+    production: raw.NODE_ENV === 'production',
+    http: {
+      port: raw.PORT,
+      host: raw.HOST,
+      requestTimeoutMs: raw.REQUEST_TIMEOUT_MS,
+      connectionTimeoutMs: raw.CONNECTION_TIMEOUT_MS,
+      keepAliveTimeoutMs: raw.KEEP_ALIVE_TIMEOUT_MS,
+      maxConnections: raw.MAX_CONNECTIONS,
+      maxConnectionsPerAddress: raw.MAX_CONNECTIONS_PER_ADDRESS,
+      appUrl: raw.APP_URL,
+      apiUrl: raw.API_URL ?? `http://localhost:${raw.PORT}`,
+      corsOrigins: raw.CORS_ORIGINS,
+      trustProxy: raw.TRUST_PROXY,
+      shutdownDrainMs: raw.SHUTDOWN_DRAIN_MS,
+      maxEventLoopDelayMs: raw.MAX_EVENT_LOOP_DELAY_MS
+    },
+    db: {
+      url: raw.DATABASE_URL,
+      dataDir: raw.DATA_DIR,
+      poolMax: raw.DATABASE_POOL_MAX,
+      connectTimeoutMs: raw.DATABASE_CONNECT_TIMEOUT_MS,
+      statementTimeoutMs: raw.DATABASE_STATEMENT_TIMEOUT_MS,
+      queryTimeoutMs: queryTimeout(raw),
+      preparedStatements: raw.DATABASE_PREPARED_STATEMENTS,
+      pooler: raw.DATABASE_POOLER as AppConfig['db']['pooler']
+    },
+    auth: {
+      jwtSecret: raw.AUTH_JWT_SECRET ?? developmentSecret(raw),
+      bcryptRounds: raw.BCRYPT_ROUNDS,
+      bcryptWorkers: raw.BCRYPT_WORKERS,
+      bcryptQueueMax: raw.BCRYPT_QUEUE_MAX
+    },
+    payments: {
+      secretKey: raw.PAYMENT_SECRET_KEY,
+      webhookSecret: raw.PAYMENT_WEBHOOK_SECRET,
+      priceIds: list(raw.PAYMENT_PRICE_IDS),
+      checkoutSuccessUrl: raw.CHECKOUT_SUCCESS_URL,
+      checkoutCancelUrl: raw.CHECKOUT_CANCEL_URL,
+      apiUrl: raw.PAYMENT_API_URL,
+      timeoutMs: raw.PAYMENT_TIMEOUT_MS,
+      maxRetries: raw.PAYMENT_MAX_RETRIES,
+      actionRetryBaseMs: raw.PAYMENT_ACTION_RETRY_BASE_MS
+    },
+    email: {
+      smtpUrl: raw.SMTP_URL,
+      from: raw.EMAIL_FROM,
+      pollIntervalMs: raw.EMAIL_POLL_INTERVAL_MS,
+      retryBaseMs: raw.EMAIL_RETRY_BASE_MS,
+      giveUpMs: raw.EMAIL_GIVE_UP_MS
+    },
+    limits: {
+      redisUrl: raw.REDIS_URL,
+      redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS,
+      requestsPerWindow: raw.RATE_LIMIT_MAX,
+      signInMax: raw.AUTH_RATE_LIMIT_MAX,
+      windowMs: raw.RATE_LIMIT_WINDOW_MS,
+      emailLinksPerHour: raw.EMAIL_LINK_MAX_PER_HOUR,
+      idempotencyKeysPerUser: raw.IDEMPOTENCY_KEYS_PER_USER
+    },
+    metrics: {
+      port: raw.METRICS_PORT,
+      host: raw.METRICS_HOST,
+      token: raw.METRICS_TOKEN
+    },
+    tracing: {
+      endpoint: tracesEndpoint(raw),
+      serviceName: raw.OTEL_SERVICE_NAME
+    },
+    log: {
+      level: raw.LOG_LEVEL,
+      axiomToken: raw.LOG_TOKEN,
+      axiomDataset: raw.LOG_DATASET,
+      axiomUrl: raw.LOG_URL
+    }
   }
 }
 
@@ -232,7 +390,7 @@ const list = (value: string): string[] => value.split(',').map((item) => item.tr
 
 /** Origins allowed for CORS and for cookie-authenticated unsafe requests. */
 export const allowedOrigins = (config: AppConfig): string[] =>
-  [new URL(config.APP_URL).origin, ...list(config.CORS_ORIGINS).map((origin) => new URL(origin).origin)]
+  [new URL(config.http.appUrl).origin, ...list(config.http.corsOrigins).map((origin) => new URL(origin).origin)]
 
 /** Whether the peer `hop` steps away (0: the socket's peer, 1: the right-most X-Forwarded-For entry, …) is a proxy of ours. */
 export type TrustProxy = (address: string, hop: number) => boolean
@@ -245,7 +403,7 @@ export type TrustProxy = (address: string, hop: number) => boolean
  * hop count given as a number, so every client would be the balancer.)
  */
 export function trustProxy (config: AppConfig): TrustProxy | false {
-  const value = config.TRUST_PROXY.trim()
+  const value = config.http.trustProxy.trim()
   if (value === 'false' || value === '0') return false
   if (value === 'true') return () => true
   if (/^\d+$/.test(value)) {
@@ -256,22 +414,20 @@ export function trustProxy (config: AppConfig): TrustProxy | false {
 }
 
 /** Where spans are sent, or undefined when tracing is off (OpenTelemetry's rule: the signal's own endpoint as given, else the base one + /v1/traces). */
-export function tracesEndpoint (config: AppConfig): string | undefined {
-  if (config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined) return config.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-  if (config.OTEL_EXPORTER_OTLP_ENDPOINT === undefined) return undefined
-  return `${config.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
+function tracesEndpoint (raw: RawConfig): string | undefined {
+  if (raw.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined) return raw.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+  if (raw.OTEL_EXPORTER_OTLP_ENDPOINT === undefined) return undefined
+  return `${raw.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
 }
-
-export const paymentPriceIds = (config: AppConfig): string[] => list(config.PAYMENT_PRICE_IDS)
 
 /**
  * Where the provider returns a payer after checkout: the origin web client's billing page
  * unless CHECKOUT_SUCCESS_URL / CHECKOUT_CANCEL_URL say otherwise.
  */
 export function checkoutReturnUrls (config: AppConfig): { successUrl: string, cancelUrl: string } {
-  const billingPage = `${config.APP_URL.replace(/\/+$/, '')}/dashboard/billing`
+  const billingPage = `${config.http.appUrl.replace(/\/+$/, '')}/dashboard/billing`
   return {
-    successUrl: config.CHECKOUT_SUCCESS_URL ?? `${billingPage}?success=true`,
-    cancelUrl: config.CHECKOUT_CANCEL_URL ?? `${billingPage}?canceled=true`
+    successUrl: config.payments.checkoutSuccessUrl ?? `${billingPage}?success=true`,
+    cancelUrl: config.payments.checkoutCancelUrl ?? `${billingPage}?canceled=true`
   }
 }

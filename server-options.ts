@@ -35,16 +35,16 @@ function installed (name: string): boolean {
  * that Axiom dataset.
  */
 function logTransport (config: AppConfig): { transport?: { targets: Array<{ target: string, level: string, options: object }> } } {
-  const level = config.LOG_LEVEL
+  const level = config.log.level
   const targets = []
-  if (config.LOG_TOKEN && config.LOG_DATASET) {
+  if (config.log.axiomToken && config.log.axiomDataset) {
     targets.push({
       target: '@axiomhq/pino',
       level,
-      options: { dataset: config.LOG_DATASET, token: config.LOG_TOKEN, ...(config.LOG_URL && { url: config.LOG_URL }) }
+      options: { dataset: config.log.axiomDataset, token: config.log.axiomToken, ...(config.log.axiomUrl && { url: config.log.axiomUrl }) }
     })
   }
-  if (config.NODE_ENV === 'development' && installed('pino-pretty')) {
+  if (config.nodeEnv === 'development' && installed('pino-pretty')) {
     targets.push({ target: 'pino-pretty', level, options: { translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname' } })
   } else if (targets.length > 0) {
     targets.push({ target: 'pino/file', level, options: { destination: 1 } })
@@ -104,14 +104,14 @@ export function limitConnectionsPerAddress (server: Server, max: number, isProxy
 export function httpServer (config: AppConfig): (handler: FastifyServerFactoryHandler) => Server {
   return (handler) => {
     const server = createServer({
-      requestTimeout: config.REQUEST_TIMEOUT_MS,
-      headersTimeout: config.REQUEST_TIMEOUT_MS,
-      connectionsCheckingInterval: Math.min(1000, Math.ceil(config.REQUEST_TIMEOUT_MS / 10))
+      requestTimeout: config.http.requestTimeoutMs,
+      headersTimeout: config.http.requestTimeoutMs,
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(config.http.requestTimeoutMs / 10))
     }, handler)
-    server.keepAliveTimeout = config.KEEP_ALIVE_TIMEOUT_MS
-    server.setTimeout(config.CONNECTION_TIMEOUT_MS)
-    server.maxConnections = config.MAX_CONNECTIONS
-    limitConnectionsPerAddress(server, config.MAX_CONNECTIONS_PER_ADDRESS, trustProxy(config))
+    server.keepAliveTimeout = config.http.keepAliveTimeoutMs
+    server.setTimeout(config.http.connectionTimeoutMs)
+    server.maxConnections = config.http.maxConnections
+    limitConnectionsPerAddress(server, config.http.maxConnectionsPerAddress, trustProxy(config))
     return server
   }
 }
@@ -121,7 +121,7 @@ export function serverOptions (config: AppConfig): FastifyHttpOptions<Server> {
     // Also what the tests listen on: helper.ts builds the app from these options.
     serverFactory: httpServer(config),
     logger: {
-      level: config.LOG_LEVEL,
+      level: config.log.level,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
       serializers: { err: serializeError },
       ...logTransport(config)

@@ -33,14 +33,14 @@ app.register(fp(serviceApp), { config })
 // balancer may still be sending work to; SIGINT is a person at a terminal, and an error leaves
 // nothing worth serving on. The 10 s bound on closing starts after the longest drain (three
 // times SHUTDOWN_DRAIN_MS while requests keep coming: plugins/app/graceful-close.ts).
-const drainMs = config.SHUTDOWN_DRAIN_MS
+const drainMs = config.http.shutdownDrainMs
 const grace = closeWithGrace({ delay: 3 * drainMs + 10_000 }, async ({ signal, err }) => {
   if (err) app.log.error({ err }, 'closing because of an error')
   else app.log.info({ signal, drainMs: signal === 'SIGTERM' ? drainMs : 0 }, 'shutting down')
   if (signal === 'SIGTERM' && drainMs > 0) await app.drain(drainMs)
   await app.close()
 })
-// The app may close itself: when the embedded database fails, plugins/external/db.ts sets
+// The app may close itself: when the embedded database fails, plugins/app/db.ts sets
 // exit code 1 and closes it. The process then ends with that code (close-with-grace would
 // exit 0 when the event loop empties), and within 10 s even if a handle stays open.
 app.addHook('onClose', (_instance, done) => {
@@ -51,7 +51,7 @@ app.addHook('onClose', (_instance, done) => {
 
 let address: string
 try {
-  address = await app.listen({ port: config.PORT, host: config.HOST })
+  address = await app.listen({ port: config.http.port, host: config.http.host })
 } catch (err) {
   // Another process has the embedded database, or the way to PostgreSQL breaks what the service
   // relies on: a refusal, not a fault, so one line, like a bad setting.
@@ -62,9 +62,9 @@ try {
 
 // For whoever ran npm start or npm run dev: where to read the API, where the data is kept.
 const docs = `${address.replace(/\/\/(0\.0\.0\.0|\[::\]):/, '//localhost:')}/docs`
-const data = config.DATABASE_URL === undefined
-  ? `${resolve(config.DATA_DIR)} (embedded database)`
-  : `PostgreSQL at ${databaseAddress(config.DATABASE_URL)}`
+const data = config.db.url === undefined
+  ? `${resolve(config.db.dataDir)} (embedded database)`
+  : `PostgreSQL at ${databaseAddress(config.db.url)}`
 app.log.info(`API reference at ${docs}; data in ${data}`)
 
 /** host:port/database of a postgres:// URL, without its credentials. */

@@ -9,7 +9,7 @@
 // headers (X-XSS-Protection, X-Download-Options, X-DNS-Prefetch-Control, Origin-Agent-Cluster,
 // Cross-Origin-Opener-Policy, X-Permitted-Cross-Domain-Policies) do nothing for a JSON body
 // that may not be framed, sniffed or made to load anything, so they are left out. The one
-// HTML page, /docs, sets its own policy on top (plugins/external/api-reference.ts).
+// HTML page, /docs, sets its own policy on top (plugins/app/api-reference.ts).
 import fp from 'fastify-plugin'
 
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object.freeze({

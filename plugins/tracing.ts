@@ -1,4 +1,4 @@
-// Traces (OpenTelemetry), on when an OTLP endpoint is configured (config.ts, tracesEndpoint):
+// Traces (OpenTelemetry), on when an OTLP endpoint is configured (config.ts, tracing.endpoint):
 // a span per request, opened by @fastify/otel, child spans for database queries
 // (db/engine/query-spans.ts) and payment provider calls (plugins/app/payments.ts), a caller's
 // `traceparent` honoured, and the trace and span ids on every log line of the request. app.ts
@@ -13,7 +13,6 @@ import type {} from '@fastify/otel'
 import type { Tracer } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
-import { tracesEndpoint } from '../config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -26,13 +25,13 @@ declare module 'fastify' {
 type PinoLogger = FastifyBaseLogger & { setBindings: (bindings: Record<string, string>) => void }
 
 export default fp(async function tracing (fastify) {
-  const endpoint = tracesEndpoint(fastify.config)
+  const endpoint = fastify.config.tracing.endpoint
   if (endpoint === undefined) {
     fastify.decorate('tracer', undefined)
     return
   }
   const { startTracing } = await import('../tracing/sdk.js')
-  const tracing = startTracing({ endpoint, serviceName: fastify.config.OTEL_SERVICE_NAME })
+  const tracing = startTracing({ endpoint, serviceName: fastify.config.tracing.serviceName })
   fastify.decorate('tracer', tracing.tracer)
   fastify.addHook('onRoute', (route) => {
     if (route.config?.logRequest === false) route.config = { ...route.config, otel: false }

@@ -11,7 +11,7 @@ import { loadEnvFile } from '../env-file.js'
 try {
   loadEnvFile()
   const config = loadConfig()
-  const handle = createDatabase({ url: config.DATABASE_URL, dataDir: config.DATA_DIR, pooler: config.DATABASE_POOLER, statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS })
+  const handle = createDatabase({ url: config.db.url, dataDir: config.db.dataDir, pooler: config.db.pooler, statementTimeoutMs: config.db.statementTimeoutMs })
   try {
     const { results } = await migrateToLatest(handle.db)
     if (!results?.length) console.log(`${handle.kind}: already at the latest version`)

@@ -1,7 +1,7 @@
 // Configuration as loadConfig reads it: each bad value is one line naming the variable
 // (test/integration/server.test.ts checks that such a line stops the real process).
 import t from 'tap'
-import { ConfigError, loadConfig, tracesEndpoint } from '../config.js'
+import { ConfigError, loadConfig } from '../config.js'
 import { TEST_SECRET } from './helper.js'
 
 const refusal = (env: Record<string, string>): string => {
@@ -15,9 +15,9 @@ const refusal = (env: Record<string, string>): string => {
 }
 
 t.test('BCRYPT_ROUNDS: 12 by default, 4 to 16, at least 12 in production', async (t) => {
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).BCRYPT_ROUNDS, 12)
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4' }).BCRYPT_ROUNDS, 4)
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, NODE_ENV: 'production', BCRYPT_ROUNDS: '13' }).BCRYPT_ROUNDS, 13)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).auth.bcryptRounds, 12)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4' }).auth.bcryptRounds, 4)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, NODE_ENV: 'production', BCRYPT_ROUNDS: '13' }).auth.bcryptRounds, 13)
   t.equal(refusal({ BCRYPT_ROUNDS: '3' }), 'Invalid configuration: BCRYPT_ROUNDS must be an integer from 4 to 16')
   t.equal(refusal({ BCRYPT_ROUNDS: '17' }), 'Invalid configuration: BCRYPT_ROUNDS must be an integer from 4 to 16')
   t.equal(refusal({ BCRYPT_ROUNDS: '10', NODE_ENV: 'production' }), 'Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
@@ -45,18 +45,18 @@ t.test('TRUST_PROXY: a hop count or proxy addresses; `true` only outside product
 })
 
 t.test('API_URL follows PORT unless set', async (t) => {
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).API_URL, 'http://localhost:3002')
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080' }).API_URL, 'http://localhost:8080', 'the API reference and token audience point at the port served')
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080', API_URL: 'https://api.example.com' }).API_URL, 'https://api.example.com')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).http.apiUrl, 'http://localhost:3002')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080' }).http.apiUrl, 'http://localhost:8080', 'the API reference and token audience point at the port served')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080', API_URL: 'https://api.example.com' }).http.apiUrl, 'https://api.example.com')
 })
 
 t.test('traces go where the OpenTelemetry variables say; neither endpoint set: tracing is off', async (t) => {
-  const endpoint = (env: Record<string, string>) => tracesEndpoint(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, ...env }))
+  const endpoint = (env: Record<string, string>) => loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, ...env }).tracing.endpoint
   t.equal(endpoint({}), undefined)
   t.equal(endpoint({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }), 'http://collector:4318/v1/traces', 'the base endpoint + the signal path')
   t.equal(endpoint({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/otlp/' }), 'http://collector:4318/otlp/v1/traces')
   t.equal(endpoint({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example.com/ingest' }),
     'https://traces.example.com/ingest', "the signal's own endpoint as given")
-  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).OTEL_SERVICE_NAME, 'task-subscription-backend')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).tracing.serviceName, 'task-subscription-backend')
   t.equal(refusal({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), 'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL')
 })

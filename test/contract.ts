@@ -74,7 +74,7 @@ const urlPattern = (url: string) => new RegExp(`^${url.replace(/[.+?^${}()|[\]\\
 export function enforceContract (app: FastifyInstance): void {
   let contract: Contract | undefined
   // Read when checking, not when the route is added: a later onRoute hook may still hide it
-  // (plugins/external/api-reference.ts does, for /docs).
+  // (plugins/app/api-reference.ts does, for /docs).
   const routeOptions: RouteOptions[] = []
   app.addHook('onRoute', (route) => { routeOptions.push(route) })
   let hidden: Array<{ methods: string[], pattern: RegExp }> | undefined

@@ -269,7 +269,11 @@ t.test('a message queued before AUTH_JWT_SECRET changed is given up, not sent wi
 
   const sink = await startSmtpSink()
   t.teardown(() => sink.close())
-  const after = await build(t, {}, { ...config, AUTH_JWT_SECRET: 'a-rotated-secret-that-is-long-enough-9876543210', SMTP_URL: sink.url })
+  const after = await build(t, {}, {
+    ...config,
+    auth: { ...config.auth, jwtSecret: 'a-rotated-secret-that-is-long-enough-9876543210' },
+    email: { ...config.email, smtpUrl: sink.url }
+  })
   await until(async () => (await row(after.db)).failed_at !== null, 'the welcome given up')
   t.match(await row(after.db), { sent_at: null, failed_at: ISO, last_error: /link no longer works/, link_nonce: null })
   const fresh = await registerUser(after)

@@ -13,7 +13,10 @@ import { build, embeddedDatabaseEnv, registerUser, testConfig } from './helper.j
 // loadConfig reads process.env beneath what it is given (env-schema), so a DATABASE_URL in the
 // environment is taken out of the loaded configuration (not out of process.env, which the
 // other files of the suite's process read).
-const embeddedApp = async (t: Test) => build(t, {}, { ...await testConfig(t, {}, embeddedDatabaseEnv), DATABASE_URL: undefined })
+const embeddedApp = async (t: Test) => {
+  const config = await testConfig(t, {}, embeddedDatabaseEnv)
+  return build(t, {}, { ...config, db: { ...config.db, url: undefined } })
+}
 
 // PGlite's pg_sleep keeps its thread busy for the whole time, as a heavy query would.
 const slowQuery = (seconds: number) => sql<{ done: number }>`select pg_sleep(${seconds}), 1 as done`
@@ -55,7 +58,7 @@ t.test('a database thread that dies: requests waiting on it get 503, /ready fail
   const tasks = app.inject({ method: 'GET', url: '/tasks', headers: auth })
   const ready = app.inject({ method: 'GET', url: '/ready' })
   await new Promise((resolve) => setTimeout(resolve, 100))
-  await databaseThreadOf(app.config.DATA_DIR).terminate()
+  await databaseThreadOf(app.config.db.dataDir).terminate()
 
   const err = await slow.then(() => undefined, (e: Error) => e)
   t.match(err, { code: 'PGLITE_THREAD_FAILED' }, 'the query in flight fails')

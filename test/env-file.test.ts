@@ -23,8 +23,8 @@ t.test('.env.example, every line uncommented, is a configuration loadConfig acce
   t.equal(values.EMAIL_FROM, 'Task App <no-reply@localhost>', 'a trailing comment is not part of a value')
   t.equal(values.HOST, '127.0.0.1', 'nor is the blank before it')
   const config = loadConfig({ ...values, DATA_DIR: t.testdir() })
-  t.equal(config.PORT, 3002)
-  t.equal(config.DATABASE_QUERY_TIMEOUT_MS, 16_000, 'the default it states')
+  t.equal(config.http.port, 3002)
+  t.equal(config.db.queryTimeoutMs, 16_000, 'the default it states')
 })
 
 t.test('.env is read under npm start, npm run dev and npm run migrate, below the environment', async (t) => {

@@ -124,7 +124,7 @@ t.test('a kept answer lasts 24 hours: after that the key runs the request again,
   t.equal(replayed(await postTask(user, key)), 'true', 'and the new answer is kept')
 
   await ageKeys(25)
-  t.ok((await purgeIdempotencyKeys(app.db, app.config.IDEMPOTENCY_KEYS_PER_USER)).expired >= 1)
+  t.ok((await purgeIdempotencyKeys(app.db, app.config.limits.idempotencyKeysPerUser)).expired >= 1)
   t.equal(await count(app, 'idempotency_keys', user.id), 0, 'purged')
 })
 
@@ -176,7 +176,7 @@ t.test('the keys a user keeps are bounded: the housekeeping forgets the oldest f
   await record('k2').set({ response_status: null, response_body: null, locked_until: null }).execute()
   for (const key of ['a', 'b', 'c']) await postTask(light, key, { title: key }, bounded)
 
-  t.same(await purgeIdempotencyKeys(bounded.db, bounded.config.IDEMPOTENCY_KEYS_PER_USER), { expired: 0, evicted: 2 })
+  t.same(await purgeIdempotencyKeys(bounded.db, bounded.config.limits.idempotencyKeysPerUser), { expired: 0, evicted: 2 })
   const kept = await bounded.db.selectFrom('idempotency_keys').select('key').where('user_id', '=', user.id).orderBy('key').execute()
   t.same(kept.map((row) => row.key), ['k1', 'k4', 'k5', 'k6'], 'the newest three, and the running k1; k2 and k3 forgotten')
   t.equal(await count(bounded, 'idempotency_keys', light.id), 3, 'a user within the bound keeps every key')

@@ -54,7 +54,7 @@ export interface DatabaseOptions {
   tracer?: Tracer
 }
 
-/** Connections at this moment, for the metrics (plugins/external/db.ts). */
+/** Connections at this moment, for the metrics (plugins/app/db.ts). */
 export interface PoolStats {
   /** Connections running a query or holding a transaction. */
   inUse: number

@@ -41,7 +41,7 @@ function presentedToken (request: FastifyRequest): { token: string, from: 'heade
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
 export default fp(async function authenticate (fastify) {
-  const secureCookie = new URL(fastify.config.API_URL).protocol === 'https:'
+  const secureCookie = new URL(fastify.config.http.apiUrl).protocol === 'https:'
   const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: secureCookie } as const
 
   // @fastify/jwt already decorates request.tokenClaims (its decoratorName).

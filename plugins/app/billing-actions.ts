@@ -2,7 +2,6 @@
 // (billing/provider-actions.ts), started once the app is ready and stopped before the
 // database closes; and its gauge.
 import fp from 'fastify-plugin'
-import { Gauge } from 'prom-client'
 import { createProviderActionWorker, type ProviderActionWorker } from '../../billing/provider-actions.js'
 import { countProviderActions } from '../../db/billing.js'
 
@@ -20,35 +19,29 @@ export default fp(async function billingActions (fastify) {
   // One attempt is at most two provider requests (a cancel, and a look-up when refused), each
   // tried PAYMENT_MAX_RETRIES + 1 times for up to PAYMENT_TIMEOUT_MS: the lease is twice
   // that, so it ends only for a worker that died, and another one never calls alongside.
-  const perRequest = (config.PAYMENT_MAX_RETRIES + 1) * config.PAYMENT_TIMEOUT_MS + config.PAYMENT_MAX_RETRIES * SDK_RETRY_DELAY_MS
+  const perRequest = (config.payments.maxRetries + 1) * config.payments.timeoutMs + config.payments.maxRetries * SDK_RETRY_DELAY_MS
   const worker = createProviderActionWorker({
     db,
     provider: payments,
     log: log.child({ worker: 'billing-actions' }),
-    retryBaseMs: config.PAYMENT_ACTION_RETRY_BASE_MS,
+    retryBaseMs: config.payments.actionRetryBaseMs,
     leaseMs: Math.max(60_000, 2 * 2 * perRequest)
   })
 
   // Read when scraped; a database that does not answer leaves the last values.
-  new Gauge({ // eslint-disable-line no-new
+  fastify.metrics.gauge({
     name: 'billing_provider_actions',
     help: 'Provider calls webhooks decided on (cancelling a subscription nobody may be billed for), by state: pending (waiting or retrying; growing: the provider is failing) and failed (given up: an operator must act, docs/billing.md)',
     labelNames: ['state'] as const,
-    registers: [fastify.metrics.registry],
-    async collect () {
-      try {
-        const counts = await countProviderActions(db)
-        this.set({ state: 'pending' }, counts.pending)
-        this.set({ state: 'failed' }, counts.failed)
-      } catch (err) {
-        log.debug({ err }, 'billing_provider_actions: the database did not answer')
-      }
+    read: async () => {
+      const counts = await countProviderActions(db)
+      return [{ labels: { state: 'pending' }, value: counts.pending }, { labels: { state: 'failed' }, value: counts.failed }]
     }
   })
 
   fastify.decorate('billingActions', worker)
   // Without billing nothing can be carried out: no polling (queued actions wait, the gauge shows them).
-  if (config.PAYMENT_SECRET_KEY !== undefined) fastify.addHook('onReady', async () => { worker.start() })
+  if (config.payments.secretKey !== undefined) fastify.addHook('onReady', async () => { worker.start() })
   // Before the database closes (onClose): a call in flight may finish; one that does not is
   // attempted again once its lease ends, here after a restart or on another instance.
   fastify.addHook('preClose', () => worker.stop())

@@ -2,7 +2,6 @@
 // (fastify.payments) and the worker that carries out what webhooks decide (fastify.billingActions).
 import fp from 'fastify-plugin'
 import { createBillingService, type BillingService } from '../../billing/service.js'
-import { paymentPriceIds } from '../../config.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,7 +13,7 @@ export default fp(async function billing (fastify) {
   fastify.decorate('billing', createBillingService({
     db: fastify.db,
     provider: fastify.payments,
-    priceIds: paymentPriceIds(fastify.config),
+    priceIds: fastify.config.payments.priceIds,
     providerActions: fastify.billingActions
   }))
 }, { name: 'billing', dependencies: ['db', 'payments', 'billing-actions'] })

@@ -125,12 +125,12 @@ function document (schema: FastifySchema): void {
 
 export default fp(async function idempotency (fastify) {
   const { config, db, log } = fastify
-  const maxPerUser = config.IDEMPOTENCY_KEYS_PER_USER
+  const maxPerUser = config.limits.idempotencyKeysPerUser
   // Longer than the slowest handler (a checkout: up to three provider calls; see
   // CONNECTION_TIMEOUT_MS), so a repeat meets 409 rather than a second attempt while the first
   // is alive. Should one outlast it, the attempt that took over makes the same provider calls
   // under the same keys, and only one of them can store its answer.
-  const leaseMs = config.CONNECTION_TIMEOUT_MS
+  const leaseMs = config.http.connectionTimeoutMs
 
   fastify.decorateRequest(kTransaction, null)
   fastify.decorateRequest('db', {

@@ -4,7 +4,6 @@
 // production each message is logged (recipient, subject, link) instead, and in production
 // messages stay queued until it is set.
 import fp from 'fastify-plugin'
-import { Gauge } from 'prom-client'
 import { countPendingEmails, purgeOldEmails } from '../../db/email-outbox.js'
 import { purgeExpiredEmailTokens } from '../../db/email-tokens.js'
 import { linkKeyFrom, type OutboxContext } from '../../mail/outbox.js'
@@ -30,29 +29,21 @@ export function productName (from: string): string {
 
 export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
-  const context: OutboxContext = { appUrl: config.APP_URL, product: productName(config.EMAIL_FROM), linkKey: linkKeyFrom(config.AUTH_JWT_SECRET) }
+  const context: OutboxContext = { appUrl: config.http.appUrl, product: productName(config.email.from), linkKey: linkKeyFrom(config.auth.jwtSecret) }
 
-  // Read when scraped. A database that does not answer leaves the last value (and the
-  // scrape succeeds): the database's own gauges tell that story.
-  new Gauge({ // eslint-disable-line no-new
+  // A database that does not answer leaves the last value: its own gauges tell that story.
+  fastify.metrics.gauge({
     name: 'email_outbox_depth',
     help: 'Emails waiting to be sent: queued or retrying, not yet sent nor given up (a growing value: the mail server is down or too slow)',
-    registers: [fastify.metrics.registry],
-    async collect () {
-      try {
-        this.set(await countPendingEmails(db))
-      } catch (err) {
-        log.debug({ err }, 'email_outbox_depth: the database did not answer')
-      }
-    }
+    read: () => countPendingEmails(db)
   })
 
   let deliver: Deliver | undefined
-  if (config.SMTP_URL !== undefined) {
-    const smtp = smtpTransport(config.SMTP_URL, config.EMAIL_FROM)
+  if (config.email.smtpUrl !== undefined) {
+    const smtp = smtpTransport(config.email.smtpUrl, config.email.from)
     fastify.addHook('onClose', () => smtp.close())
     deliver = smtp.deliver
-  } else if (config.NODE_ENV !== 'production') {
+  } else if (config.nodeEnv !== 'production') {
     deliver = logTransport(log)
   } else {
     log.warn('SMTP_URL is not set: emails are queued and will be sent once it is')
@@ -63,9 +54,9 @@ export default fp(async function mailer (fastify) {
     context,
     deliver,
     log,
-    pollIntervalMs: config.EMAIL_POLL_INTERVAL_MS,
-    retryBaseMs: config.EMAIL_RETRY_BASE_MS,
-    giveUpMs: config.EMAIL_GIVE_UP_MS,
+    pollIntervalMs: config.email.pollIntervalMs,
+    retryBaseMs: config.email.retryBaseMs,
+    giveUpMs: config.email.giveUpMs,
     maxErrorLength: MAX_LOGGED_TEXT
   })
   fastify.jobs.add(sender)

@@ -7,7 +7,6 @@ import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
-import { Counter, Gauge } from 'prom-client'
 import { BusyError } from '../../errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
@@ -41,12 +40,12 @@ const workerExecArgv = extension === '.js' ? [] : undefined
 
 export default fp(async function passwords (fastify) {
   // Default: leave one core for serving requests.
-  const threads = fastify.config.BCRYPT_WORKERS ?? Math.max(1, availableParallelism() - 1)
+  const threads = fastify.config.auth.bcryptWorkers ?? Math.max(1, availableParallelism() - 1)
   const pool = new Piscina<BcryptTask, string | boolean>({
     filename: workerFile,
     minThreads: threads,
     maxThreads: threads,
-    maxQueue: fastify.config.BCRYPT_QUEUE_MAX,
+    maxQueue: fastify.config.auth.bcryptQueueMax,
     execArgv: workerExecArgv,
     idleTimeout: 60_000
   })
@@ -56,8 +55,8 @@ export default fp(async function passwords (fastify) {
   // exactly when a line per request would flood the log.
   let shed = 0
   let lastWarning = 0
-  const { registry } = fastify.metrics
-  const shedTotal = new Counter({ name: 'password_hashing_shed_total', help: 'Sign-ins and password changes refused with 503 because the hashing queue was full', registers: [registry] })
+  const { metrics } = fastify
+  const shedTotal = metrics.counter({ name: 'password_hashing_shed_total', help: 'Sign-ins and password changes refused with 503 because the hashing queue was full' })
   const busy = (): Error => {
     shed++
     shedTotal.inc()
@@ -70,12 +69,12 @@ export default fp(async function passwords (fastify) {
   }
 
   // Tasks hashing or waiting: piscina refuses a task beyond one per thread plus the queue.
-  const capacity = threads + fastify.config.BCRYPT_QUEUE_MAX
+  const capacity = threads + fastify.config.auth.bcryptQueueMax
   let inPool = 0
   // Read when scraped.
-  registry.registerMetric(new Gauge({ name: 'password_hashing_queue_depth', help: 'Hashes waiting for a free hashing thread', registers: [], collect () { this.set(pool.queueSize) } }))
-  registry.registerMetric(new Gauge({ name: 'password_hashing_in_pool', help: 'Hashes running or waiting; at password_hashing_capacity sign-ins are shed', registers: [], collect () { this.set(inPool) } }))
-  new Gauge({ name: 'password_hashing_capacity', help: 'The most hashes running or waiting (BCRYPT_WORKERS + BCRYPT_QUEUE_MAX)', registers: [registry] }).set(capacity)
+  metrics.gauge({ name: 'password_hashing_queue_depth', help: 'Hashes waiting for a free hashing thread', read: () => pool.queueSize })
+  metrics.gauge({ name: 'password_hashing_in_pool', help: 'Hashes running or waiting; at password_hashing_capacity sign-ins are shed', read: () => inPool })
+  metrics.gauge({ name: 'password_hashing_capacity', help: 'The most hashes running or waiting (BCRYPT_WORKERS + BCRYPT_QUEUE_MAX)', read: () => capacity })
   const run = async <T extends string | boolean>(task: BcryptTask): Promise<T> => {
     inPool++
     try {
@@ -91,7 +90,7 @@ export default fp(async function passwords (fastify) {
 
   // The dummy must cost what a real hash costs, or an unknown email answers faster; at
   // another cost than 12 it is made by the first sign-in that needs it.
-  const rounds = fastify.config.BCRYPT_ROUNDS
+  const rounds = fastify.config.auth.bcryptRounds
   let dummyHash: Promise<string> | undefined = rounds === 12 ? Promise.resolve(DUMMY_HASH_12) : undefined
   // A failed attempt (shed) is forgotten, so the next sign-in tries again.
   const dummy = () => (dummyHash ??= run<string>({ op: 'hash', password: randomBytes(18).toString('base64'), rounds })

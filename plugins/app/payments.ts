@@ -13,14 +13,14 @@ declare module 'fastify' {
 
 export default fp(async function payments (fastify) {
   const { config } = fastify
-  fastify.decorate('payments', config.PAYMENT_SECRET_KEY
+  fastify.decorate('payments', config.payments.secretKey
     ? createStripeProvider({
-      secretKey: config.PAYMENT_SECRET_KEY,
-      apiUrl: config.PAYMENT_API_URL,
-      timeoutMs: config.PAYMENT_TIMEOUT_MS,
-      maxNetworkRetries: config.PAYMENT_MAX_RETRIES,
-      appUrl: config.APP_URL,
-      webhookSecret: config.PAYMENT_WEBHOOK_SECRET,
+      secretKey: config.payments.secretKey,
+      apiUrl: config.payments.apiUrl,
+      timeoutMs: config.payments.timeoutMs,
+      maxNetworkRetries: config.payments.maxRetries,
+      appUrl: config.http.appUrl,
+      webhookSecret: config.payments.webhookSecret,
       log: fastify.log,
       tracer: fastify.tracer
     })

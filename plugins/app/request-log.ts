@@ -7,7 +7,7 @@ import fp from 'fastify-plugin'
 const LEVELS_WITH_INFO = new Set(['info', 'debug', 'trace'])
 
 export default fp(async function requestLog (fastify) {
-  if (!LEVELS_WITH_INFO.has(fastify.config.LOG_LEVEL)) return
+  if (!LEVELS_WITH_INFO.has(fastify.config.log.level)) return
   fastify.addHook('onResponse', (request, reply, done) => {
     const { config, url } = request.routeOptions
     if (config.logRequest !== false) {

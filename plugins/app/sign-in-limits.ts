@@ -57,13 +57,13 @@ export default fp(async function signInLimitsPlugin (fastify) {
     : redisCounters(fastify.redis, (err) => log.debug({ err }, 'sign-in limits: redis unavailable, letting requests through'))
   fastify.decorate('signInLimits', signInLimits({
     counters,
-    max: config.AUTH_RATE_LIMIT_MAX,
-    windowMs: config.RATE_LIMIT_WINDOW_MS,
-    linksPerHour: config.EMAIL_LINK_MAX_PER_HOUR,
-    deviceKey: deviceKeyFrom(config.AUTH_JWT_SECRET)
+    max: config.limits.signInMax,
+    windowMs: config.limits.windowMs,
+    linksPerHour: config.limits.emailLinksPerHour,
+    deviceKey: deviceKeyFrom(config.auth.jwtSecret)
   }))
 
-  const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: new URL(config.API_URL).protocol === 'https:', maxAge: DEVICE_COOKIE_MAX_AGE_SECONDS } as const
+  const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: new URL(config.http.apiUrl).protocol === 'https:', maxAge: DEVICE_COOKIE_MAX_AGE_SECONDS } as const
   fastify.decorate('rememberDevice', (reply: FastifyReply, deviceCookie: string) => {
     reply.setCookie(DEVICE_COOKIE, deviceCookie, cookieOptions)
   })

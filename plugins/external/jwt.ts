@@ -25,17 +25,17 @@ export type VerifiedClaims = TokenClaims & { iat: number, exp: number, iss: stri
 export const TOKEN_LIFETIME_SECONDS = 7 * 24 * 60 * 60
 
 export const autoConfig = (fastify: FastifyInstance): FastifyJWTOptions => ({
-  secret: fastify.config.AUTH_JWT_SECRET,
+  secret: fastify.config.auth.jwtSecret,
   sign: {
     algorithm: 'HS256',
-    iss: fastify.config.APP_URL,
-    aud: fastify.config.API_URL,
+    iss: fastify.config.http.appUrl,
+    aud: fastify.config.http.apiUrl,
     expiresIn: `${TOKEN_LIFETIME_SECONDS}s`
   },
   verify: {
     algorithms: ['HS256'],
-    allowedIss: fastify.config.APP_URL,
-    allowedAud: fastify.config.API_URL,
+    allowedIss: fastify.config.http.appUrl,
+    allowedAud: fastify.config.http.apiUrl,
     requiredClaims: ['exp', 'iat', 'sub', 'jti', 'iss', 'aud']
   },
   // Our authenticate hook sets request.user to the database user; keep the raw claims apart.

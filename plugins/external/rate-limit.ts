@@ -11,9 +11,9 @@ export default fp(async function rateLimits (fastify) {
   const { config } = fastify
   await fastify.register(rateLimit, {
     // RATE_LIMIT_MAX=0 turns the ceiling off.
-    global: config.RATE_LIMIT_MAX > 0,
-    max: Math.max(config.RATE_LIMIT_MAX, 1),
-    timeWindow: config.RATE_LIMIT_WINDOW_MS,
+    global: config.limits.requestsPerWindow > 0,
+    max: Math.max(config.limits.requestsPerWindow, 1),
+    timeWindow: config.limits.windowMs,
     redis: fastify.redis ?? undefined,
     nameSpace: 'tsb-rate-limit-',
     skipOnError: true,

@@ -10,7 +10,6 @@
 // once, and `redis_up` says which it is.
 import fp from 'fastify-plugin'
 import { Redis } from 'ioredis'
-import { Gauge } from 'prom-client'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,12 +19,12 @@ declare module 'fastify' {
 
 export default fp(async function redis (fastify) {
   const { config, log } = fastify
-  if (!config.REDIS_URL) {
+  if (!config.limits.redisUrl) {
     fastify.decorate('redis', null)
     return
   }
-  const timeout = config.REDIS_COMMAND_TIMEOUT_MS
-  const client = new Redis(config.REDIS_URL, {
+  const timeout = config.limits.redisCommandTimeoutMs
+  const client = new Redis(config.limits.redisUrl, {
     connectTimeout: 1000,
     commandTimeout: timeout,
     socketTimeout: timeout,
@@ -59,11 +58,10 @@ export default fp(async function redis (fastify) {
   // Registered once every plugin is loaded: the metrics plugin comes after the rate limit,
   // which comes after this one.
   fastify.addHook('onReady', async () => {
-    new Gauge({ // eslint-disable-line no-new
+    fastify.metrics.gauge({
       name: 'redis_up',
       help: 'Whether Redis answers (1) or the shared rate limits are letting requests through without it (0)',
-      registers: [fastify.metrics.registry],
-      collect () { this.set(up ? 1 : 0) }
+      read: () => up ? 1 : 0
     })
   })
   fastify.addHook('onClose', async () => {

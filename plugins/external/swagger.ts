@@ -16,7 +16,7 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
         '`{success: true, data}` or `{success: false, error, code, details?}` (`code`: a stable identifier to ' +
         'branch on, one of `ErrorCode`; `error`: the text for people); every response carries `X-Request-Id`.'
     },
-    servers: [{ url: fastify.config.API_URL }],
+    servers: [{ url: fastify.config.http.apiUrl }],
     tags: [
       { name: 'auth', description: 'Sign-up, sign-in, sign-out' },
       { name: 'account', description: 'Profile and account deletion' },

@@ -21,7 +21,7 @@ const SAMPLE_INTERVAL_MS = 1000
 const START_UP_SAMPLES_MS = 2 * SAMPLE_INTERVAL_MS
 
 export const autoConfig = (fastify: FastifyInstance): FastifyUnderPressureOptions => ({
-  maxEventLoopDelay: fastify.config.MAX_EVENT_LOOP_DELAY_MS,
+  maxEventLoopDelay: fastify.config.http.maxEventLoopDelayMs,
   sampleInterval: SAMPLE_INTERVAL_MS
 })
 

@@ -13,7 +13,7 @@ const env = { DATABASE_URL: databaseUrl.toString(), RATE_LIMIT_MAX: '0', AUTH_RA
 const survivor = await build(t, env)
 const port = await freePort()
 // The survivor's audience (API_URL), so one instance's token works on the other.
-const doomed = startServer({ ...env, PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, API_URL: survivor.config.API_URL })
+const doomed = startServer({ ...env, PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, API_URL: survivor.config.http.apiUrl })
 t.teardown(() => { doomed.child.kill('SIGKILL') })
 await waitUntilUp(doomed)
 

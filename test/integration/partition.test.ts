@@ -102,9 +102,9 @@ t.test('a transaction whose query times out fails as "database unavailable" (503
 
 t.test('DATABASE_QUERY_TIMEOUT_MS: a second above the statement timeout unless set; never at or below it', async (t) => {
   const base = { NODE_ENV: 'test', AUTH_JWT_SECRET: TEST_SECRET, DATA_DIR: t.testdir() }
-  t.equal(loadConfig(base).DATABASE_QUERY_TIMEOUT_MS, 16_000, 'the default follows DATABASE_STATEMENT_TIMEOUT_MS (15000)')
-  t.equal(loadConfig({ ...base, DATABASE_STATEMENT_TIMEOUT_MS: '30000' }).DATABASE_QUERY_TIMEOUT_MS, 31_000)
-  t.equal(loadConfig({ ...base, DATABASE_QUERY_TIMEOUT_MS: '20000' }).DATABASE_QUERY_TIMEOUT_MS, 20_000)
+  t.equal(loadConfig(base).db.queryTimeoutMs, 16_000, 'the default follows DATABASE_STATEMENT_TIMEOUT_MS (15000)')
+  t.equal(loadConfig({ ...base, DATABASE_STATEMENT_TIMEOUT_MS: '30000' }).db.queryTimeoutMs, 31_000)
+  t.equal(loadConfig({ ...base, DATABASE_QUERY_TIMEOUT_MS: '20000' }).db.queryTimeoutMs, 20_000)
   for (const [env, line] of [
     [{ DATABASE_QUERY_TIMEOUT_MS: '15000' }, 'Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be above DATABASE_STATEMENT_TIMEOUT_MS (15000), so the server cancels a slow statement first'],
     [{ DATABASE_QUERY_TIMEOUT_MS: 'never' }, 'Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be milliseconds from 100 to 900000']

@@ -56,7 +56,7 @@ async function startScalar (): Promise<FastifyInstance> {
 
 export default fp(async function apiReference (fastify) {
   // The page's client sends "Test Request" calls to the document's server, API_URL.
-  const apiOrigin = new URL(fastify.config.API_URL).origin
+  const apiOrigin = new URL(fastify.config.http.apiUrl).origin
   const policy = (scriptNonce?: string) => [
     "default-src 'none'",
     `script-src 'self'${scriptNonce === undefined ? '' : ` 'nonce-${scriptNonce}'`}`,

@@ -6,12 +6,12 @@
 // the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
-import { Gauge, type Registry } from 'prom-client'
 import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/engine/connect.js'
 import { migrateToLatest } from '../../db/engine/migrate.js'
 import { DatabaseSetupError } from '../../db/engine/pooler-check.js'
 import type { Database } from '../../db/types.js'
 import { ServiceUnavailableError } from '../../errors.js'
+import type { Metrics } from './metrics.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -28,14 +28,14 @@ const RETRY_MS = 2_000
 export default fp(async function db (fastify) {
   const { config, log } = fastify
   const handle = createDatabase<Database>({
-    url: config.DATABASE_URL,
-    dataDir: config.DATA_DIR,
-    poolMax: config.DATABASE_POOL_MAX,
-    connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS,
-    statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS,
-    queryTimeoutMs: config.DATABASE_QUERY_TIMEOUT_MS,
-    preparedStatements: config.DATABASE_PREPARED_STATEMENTS,
-    pooler: config.DATABASE_POOLER,
+    url: config.db.url,
+    dataDir: config.db.dataDir,
+    poolMax: config.db.poolMax,
+    connectTimeoutMs: config.db.connectTimeoutMs,
+    statementTimeoutMs: config.db.statementTimeoutMs,
+    queryTimeoutMs: config.db.queryTimeoutMs,
+    preparedStatements: config.db.preparedStatements,
+    pooler: config.db.pooler,
     onPoolError: (err) => log.warn({ err }, 'idle database client failed'),
     tracer: fastify.tracer,
     // The embedded database's thread is gone: nothing can be served again. Every query
@@ -48,7 +48,7 @@ export default fp(async function db (fastify) {
     }
   })
   fastify.decorate('db', handle.db)
-  registerPoolMetrics(fastify.metrics.registry, handle.poolStats)
+  registerPoolMetrics(fastify.metrics, handle.poolStats)
 
   let migrated = false
   let retry: NodeJS.Timeout | undefined
@@ -96,16 +96,9 @@ export default fp(async function db (fastify) {
 }, { name: 'db', dependencies: ['metrics', 'tracing'] })
 
 /** The connection figures, read when scraped. */
-function registerPoolMetrics (registry: Registry, stats: () => PoolStats): void {
-  const gauge = (name: string, help: string, read: (s: PoolStats) => number | undefined) => new Gauge({
-    name,
-    help,
-    registers: [registry],
-    collect () {
-      const value = read(stats())
-      if (value !== undefined) this.set(value)
-    }
-  })
+function registerPoolMetrics (metrics: Metrics, stats: () => PoolStats): void {
+  const gauge = (name: string, help: string, read: (s: PoolStats) => number | undefined) =>
+    metrics.gauge({ name, help, read: () => read(stats()) })
   gauge('db_pool_connections_in_use', 'Database connections running a query or holding a transaction (PGlite: its one connection, 0 or 1)', (s) => s.inUse)
   gauge('db_pool_connections_idle', 'Open database connections not in use', (s) => s.idle)
   gauge('db_pool_connections_max', 'The most connections the pool opens (DATABASE_POOL_MAX; PGlite: 1)', (s) => s.max)

@@ -12,12 +12,31 @@ import { createHash, timingSafeEqual } from 'node:crypto'
 import { createServer, type Server } from 'node:http'
 import type { FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
 import { UnauthorizedError } from '../../errors.js'
 
+/** What a gauge reads when scraped: its value, or its value by label (one label). */
+type Reading<L extends string> = number | undefined | (string extends L ? never : Array<{ labels: Partial<Record<L, string>>, value: number }>)
+
+export interface GaugeSpec<L extends string = string> {
+  name: string
+  help: string
+  labelNames?: readonly L[]
+  /**
+   * Called at each scrape. Undefined leaves the series as it was (never set: no series); a
+   * failure (a database that does not answer) is logged at debug level and leaves the last
+   * values too, and the scrape succeeds.
+   */
+  read: () => Reading<L> | Promise<Reading<L>>
+}
+
 export interface Metrics {
-  /** Where the service's metrics live; a plugin adds its own gauges and counters here. */
+  /** Where the service's metrics live; use gauge() and counter() to add a plugin's own. */
   registry: Registry
+  /** A gauge read when scraped: the one way plugins report a level (queue depths, pool sizes, up/down). */
+  gauge: <L extends string = string>(spec: GaugeSpec<L>) => void
+  /** A counter the plugin increments. */
+  counter: <L extends string = string>(spec: { name: string, help: string, labelNames?: readonly L[] }) => Counter<L>
   /** Provider events the webhook received, by event type and outcome (applied, ignored, duplicate, failed). */
   webhookEvents: Counter<'type' | 'outcome'>
   /** The METRICS_PORT server, listening once the app is ready; null without METRICS_PORT. */
@@ -39,14 +58,35 @@ const digest = (text: string) => createHash('sha256').update(text).digest()
 export default fp(async function metrics (fastify) {
   const { config } = fastify
   const registry = new Registry()
-  const webhookEvents = new Counter({
+  const counter = <L extends string>(spec: { name: string, help: string, labelNames?: readonly L[] }) =>
+    new Counter<L>({ ...spec, labelNames: spec.labelNames ?? [], registers: [registry] })
+  const gauge = <L extends string>({ read, ...spec }: GaugeSpec<L>): void => {
+    const log = fastify.log
+    // eslint-disable-next-line no-new
+    new Gauge<L>({
+      ...spec,
+      labelNames: spec.labelNames ?? [],
+      registers: [registry],
+      async collect () {
+        let reading: Reading<L>
+        try {
+          reading = await read()
+        } catch (err) {
+          log.debug({ err }, `${spec.name}: not read`)
+          return
+        }
+        if (typeof reading === 'number') this.set(reading)
+        else if (Array.isArray(reading)) for (const { labels, value } of reading) this.set(labels, value)
+      }
+    })
+  }
+  const webhookEvents = counter({
     name: 'webhook_events_total',
     help: 'Payment provider events received with a valid signature, by type and outcome',
-    labelNames: ['type', 'outcome'] as const,
-    registers: [registry]
+    labelNames: ['type', 'outcome'] as const
   })
-  const served = config.METRICS_PORT !== undefined || config.METRICS_TOKEN !== undefined
-  fastify.decorate('metrics', { registry, webhookEvents, server: null } satisfies Metrics as Metrics)
+  const served = config.metrics.port !== undefined || config.metrics.token !== undefined
+  fastify.decorate('metrics', { registry, gauge, counter, webhookEvents, server: null } satisfies Metrics as Metrics)
   if (!served) return
 
   collectDefaultMetrics({ register: registry })
@@ -71,8 +111,8 @@ export default fp(async function metrics (fastify) {
     done()
   })
 
-  if (config.METRICS_TOKEN !== undefined) {
-    const expected = digest(config.METRICS_TOKEN)
+  if (config.metrics.token !== undefined) {
+    const expected = digest(config.metrics.token)
     // Constant time: both sides are SHA-256 digests, of equal length whatever was sent.
     const authorized = (request: FastifyRequest): boolean => {
       const match = BEARER.exec(request.headers.authorization ?? '')
@@ -89,7 +129,7 @@ export default fp(async function metrics (fastify) {
     }, async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()))
   }
 
-  if (config.METRICS_PORT !== undefined) {
+  if (config.metrics.port !== undefined) {
     const server = createServer((req, res) => {
       const path = (req.url ?? '').split('?')[0]
       if ((req.method !== 'GET' && req.method !== 'HEAD') || path !== '/metrics') {
@@ -106,7 +146,7 @@ export default fp(async function metrics (fastify) {
     fastify.metrics.server = server
     fastify.addHook('onReady', () => new Promise<void>((resolve, reject) => {
       server.once('error', reject)
-      server.listen(config.METRICS_PORT, config.METRICS_HOST, () => {
+      server.listen(config.metrics.port, config.metrics.host, () => {
         server.off('error', reject)
         resolve()
       })
