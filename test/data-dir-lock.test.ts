@@ -9,8 +9,7 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { DataDirInUseError, lockDataDir, STALE_MS } from '../db/engine/data-dir-lock.js'
 
-const extension = import.meta.url.slice(import.meta.url.lastIndexOf('.'))
-const lockModule = new URL(`../db/engine/data-dir-lock${extension}`, import.meta.url).href
+const lockModule = new URL('../db/engine/data-dir-lock.js', import.meta.url).href
 
 interface Holder { child: ChildProcess, pid: number, said: string }
 
@@ -23,7 +22,7 @@ async function otherProcesses (t: Test, dir: string, count = 1, together = false
     if (process.argv[2] === 'together') await new Promise((resolve) => { console.log('ready'); process.stdin.once('data', resolve) })
     try { await lockDataDir(process.argv[1]); console.log('locked') } catch (err) { console.log(err.message) }
     setInterval(() => {}, 60_000)`
-  const args = [...extension === '.ts' ? ['--import', 'tsx'] : [], '--input-type=module', '-e', script, dir, ...together ? ['together'] : []]
+  const args = ['--input-type=module', '-e', script, dir, ...together ? ['together'] : []]
   const children = Array.from({ length: count }, () => {
     const child = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'] })
     t.teardown(() => { child.kill('SIGKILL') })

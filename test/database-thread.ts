@@ -28,7 +28,7 @@ export function databaseThreadOf (dataDir: string): threads.Worker {
   return worker
 }
 
-/** The most recently started thread: a server's only one (test/integration/crash-database-thread.mjs). */
+/** The most recently started thread: a server's only one (test/integration/crash-database-thread.ts). */
 export function lastDatabaseThread (): threads.Worker {
   if (last === undefined) throw new Error('no database thread has started')
   return last

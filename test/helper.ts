@@ -18,10 +18,6 @@ import { loadConfig, type AppConfig } from '../config.js'
 import { enforceContract } from './contract.js'
 import { templateDataDir } from './paths.js'
 
-// Under tsx (`npm run test:file`, the integration suite) autoload must load the .ts plugins and
-// routes; `npm test` runs the compiled JavaScript (scripts/compile-tests.ts).
-if (import.meta.url.endsWith('.ts')) process.env.FASTIFY_AUTOLOAD_TYPESCRIPT ??= '1'
-
 export const TEST_SECRET = 'test-secret-that-is-long-enough-0123456789'
 
 const execFileAsync = promisify(execFile)
@@ -110,8 +106,8 @@ const sharedApps = new Map<string, Promise<FastifyInstance>>()
 /**
  * One app per distinct setting for the whole process, closed when it ends: tests that need
  * the same configuration share it instead of building their own (a build costs a database
- * copy and a second or so). Under `npm test` a process runs a suite of several files
- * (test/suites.ts), so files share it too. Tests sharing one must not depend on its state.
+ * copy and a second or so). Under `npm test` a process runs a folder's files
+ * (test/suite.ts), so files share it too. Tests sharing one must not depend on its state.
  */
 export function sharedApp (env: Record<string, string> = {}): Promise<FastifyInstance> {
   const key = JSON.stringify(Object.entries(env).sort())

@@ -1,6 +1,5 @@
-// Runs once before the test files (`npm test` runs it before tap; the integration suite, as
-// tap's `before`): builds the migrated embedded database that each app's database copies,
-// unless this version of it exists already.
+// Runs once before tap (scripts/test.ts, for every test command): builds the migrated embedded
+// database that each app's database copies, unless this version of it exists already.
 import { existsSync, mkdirSync } from 'node:fs'
 import { rename, rm } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -12,10 +11,7 @@ import { templateDataDir } from './paths.js'
 const target = templateDataDir()
 if (!process.env.DATABASE_URL && !existsSync(target)) {
   const building = `${target}.building-${process.pid}`
-  // initdb in this process. The server runs it in a child process (db/engine/pglite-init.ts), and a
-  // child of tap's `before` script is measured for coverage, which tap then reports, and fails
-  // on, although the suites have coverage off. (`npm test` runs this file outside tap for the
-  // same reason: on Node 22 tap measured the `before` script itself.)
+  // initdb in this process; the server runs it in a child process (db/engine/pglite-init.ts).
   mkdirSync(building, { recursive: true })
   await (await PGlite.create(join(building, 'pglite'))).close()
   const handle = createDatabase({ dataDir: building })
