@@ -57,14 +57,14 @@ const compiled = (file: string) => join(outdir, relative(root, resolve(file)).re
 const isTestFile = (file: string) => file.endsWith('.test.ts')
 
 /** The unit suites: each folder of test/ (test/ itself included) with test files directly in it. */
-function unitSuites (): Array<{ name: string, folder: string, size: number }> {
+function unitSuites (): Array<{ name: string, folder: string }> {
   const folders = [testDir, ...readdirSync(testDir).filter((name) => !NOT_UNIT.has(name)).map((name) => join(testDir, name))]
   return folders
     .filter((folder) => statSync(folder).isDirectory())
     .map((folder) => {
       const tests = readdirSync(folder).filter(isTestFile)
       const size = tests.reduce((sum, file) => sum + statSync(join(folder, file)).size, 0)
-      return { name: relative(root, folder).replaceAll('/', '-'), folder, size, tests: tests.length }
+      return { name: folder === testDir ? 'test' : relative(testDir, folder), folder, size, tests: tests.length }
     })
     .filter((suite) => suite.tests > 0)
     // The largest first: with fewer processes at a time than suites, the long ones start at once
@@ -81,8 +81,9 @@ if (targets.length > 0) {
   const suitesDir = join(outdir, 'suites')
   mkdirSync(suitesDir, { recursive: true })
   const runner = compiled(join(testDir, 'suite.ts'))
-  files = unitSuites().map(({ name, folder }) => {
-    const file = join(suitesDir, `${name}.js`)
+  // Numbered: tap starts its files in the order of their names.
+  files = unitSuites().map(({ name, folder }, index) => {
+    const file = join(suitesDir, `${String(index + 1).padStart(2, '0')}-${name}.js`)
     const importPath = relative(dirname(file), runner)
     writeFileSync(file, `import { runSuite } from './${importPath}'\n\nawait runSuite(${JSON.stringify(compiled(folder))})\n`)
     return file
