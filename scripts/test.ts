@@ -1,5 +1,5 @@
 // The one way the tests run (npm test, test:file, test:integration, test:fleet): the service
-// and the tests compiled to JavaScript under .tap/build/, the migrated embedded database built
+// and the tests compiled to JavaScript under .tap/build/<pid>/, the migrated embedded database built
 // once (test/setup.ts), then tap on the compiled files with the settings of .taprc.
 //
 //   tsx scripts/test.ts                  the unit suites: one per folder of test/ holding test
@@ -20,7 +20,9 @@ import { fileURLToPath } from 'node:url'
 import { build } from 'esbuild'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
-const outdir = join(root, '.tap', 'build')
+// A build of this run's own, so that two test commands at once (npm test, and test:file in
+// another terminal) do not delete each other's files; removed when tap is done.
+const outdir = join(root, '.tap', 'build', String(process.pid))
 const testDir = join(root, 'test')
 // Folders of test/ that are not unit suites: they have commands of their own.
 const NOT_UNIT = new Set(['integration', 'fleet'])
@@ -38,8 +40,19 @@ function filesUnder (path: string): string[] {
 const { include } = JSON.parse(readFileSync(join(root, 'tsconfig.json'), 'utf8')) as { include: string[] }
 const sources = include.filter((entry) => entry !== 'bench' && entry !== 'examples').flatMap((entry) => filesUnder(join(root, entry)))
 
-// A clean directory: a source deleted since the last run must not leave its test behind.
-rmSync(outdir, { recursive: true, force: true })
+// What runs that ended without removing their build left behind (interrupted): their process is gone.
+mkdirSync(dirname(outdir), { recursive: true })
+for (const name of readdirSync(dirname(outdir))) {
+  if (!/^\d+$/.test(name) || !alive(Number(name))) rmSync(join(dirname(outdir), name), { recursive: true, force: true })
+}
+function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
 await build({
   entryPoints: sources.filter((file) => file.endsWith('.ts')).map((file) => relative(root, file)),
   absWorkingDir: root,
@@ -77,7 +90,7 @@ if (targets.length > 0) {
   files = targets.flatMap((target) => filesUnder(target).filter(isTestFile)).map(compiled)
   if (files.length === 0) throw new Error(`no test files in ${targets.join(' ')}`)
 } else {
-  // A suite is a generated file under .tap/build/suites/ that runs its folder (test/suite.ts).
+  // A suite is a generated file in the build's suites/ that runs its folder (test/suite.ts).
   const suitesDir = join(outdir, 'suites')
   mkdirSync(suitesDir, { recursive: true })
   const runner = compiled(join(testDir, 'suite.ts'))
@@ -91,6 +104,7 @@ if (targets.length > 0) {
 }
 
 const run = (command: string, ...rest: string[]) => spawnSync(command, rest, { stdio: 'inherit', cwd: root }).status ?? 1
-const setup = run(process.execPath, compiled(join(testDir, 'setup.ts')))
-if (setup !== 0) process.exit(setup)
-process.exit(run(join(root, 'node_modules', '.bin', 'tap'), ...tapArgs, ...files.map((file) => relative(root, file))))
+let status = run(process.execPath, compiled(join(testDir, 'setup.ts')))
+if (status === 0) status = run(join(root, 'node_modules', '.bin', 'tap'), ...tapArgs, ...files.map((file) => relative(root, file)))
+rmSync(outdir, { recursive: true, force: true })
+process.exit(status)

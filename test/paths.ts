@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-/** Where the code runs from: .tap/build/, where scripts/test.ts compiles it for every test command. */
+/** Where the code runs from: .tap/build/<pid>/, where scripts/test.ts compiles it for every test command. */
 export const ROOT = fileURLToPath(new URL('..', import.meta.url))
 
 /** The project itself: package.json, package-lock.json, .tap/. */
