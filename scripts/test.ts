@@ -1,6 +1,6 @@
 // The one way the tests run (npm test, test:file, test:integration, test:fleet): the service
 // and the tests compiled to JavaScript under .tap/build/<pid>/, the migrated embedded database built
-// once (test/setup.ts), then tap on the compiled files with the settings of .taprc.
+// once (test/support/setup.ts), then tap on the compiled files with the settings of .taprc.
 //
 //   tsx scripts/test.ts                  the unit suites: one per folder of test/ holding test
 //                                        files (test/integration and test/fleet have their own
@@ -11,7 +11,7 @@
 //
 // Why compiled, always: under tsx every process and every thread compiles as the modules load,
 // and the service starts threads (each app's embedded database, its hashing pool) that must load
-// tsx again. test/tasks.test.ts alone took 6.0–6.3 s of CPU under tsx and 3.9–4.0 s compiled.
+// tsx again. test/tasks/tasks.test.ts alone took 6.0–6.3 s of CPU under tsx and 3.9–4.0 s compiled.
 // esbuild strips the types file by file (checking them is `npm run typecheck`) in under a second.
 import { spawnSync } from 'node:child_process'
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
@@ -91,10 +91,10 @@ if (targets.length > 0) {
   files = targets.flatMap((target) => filesUnder(target).filter(isTestFile)).map(compiled)
   if (files.length === 0) throw new Error(`no test files in ${targets.join(' ')}`)
 } else {
-  // A suite is a generated file in the build's suites/ that runs its folder (test/suite.ts).
+  // A suite is a generated file in the build's suites/ that runs its folder (test/support/suite.ts).
   const suitesDir = join(outdir, 'suites')
   mkdirSync(suitesDir, { recursive: true })
-  const runner = compiled(join(testDir, 'suite.ts'))
+  const runner = compiled(join(testDir, 'support', 'suite.ts'))
   // Numbered: tap starts its files in the order of their names.
   files = unitSuites().map(({ name, folder }, index) => {
     const file = join(suitesDir, `${String(index + 1).padStart(2, '0')}-${name}.js`)
@@ -105,7 +105,7 @@ if (targets.length > 0) {
 }
 
 const run = (command: string, ...rest: string[]) => spawnSync(command, rest, { stdio: 'inherit', cwd: root }).status ?? 1
-let status = run(process.execPath, compiled(join(testDir, 'setup.ts')))
+let status = run(process.execPath, compiled(join(testDir, 'support', 'setup.ts')))
 if (status === 0) status = run(join(root, 'node_modules', '.bin', 'tap'), ...tapArgs, ...files.map((file) => relative(root, file)))
 rmSync(outdir, { recursive: true, force: true })
 process.exit(status)

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import t, { type Test } from 'tap'
-import { PROJECT_ROOT } from '../paths.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'

@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { productionNodeFlags } from '../../production-flags.js'
-import { PROJECT_ROOT, ROOT } from '../paths.js'
+import { PROJECT_ROOT, ROOT } from '../support/paths.js'
 
 export async function freePort (): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1')

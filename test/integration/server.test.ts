@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { productionNodeFlags } from '../../production-flags.js'
-import { embeddedDatabaseEnv, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
-import { PROJECT_ROOT } from '../paths.js'
+import { embeddedDatabaseEnv, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 t.test('the Dockerfile starts node with the flags of npm start', async (t) => {
