@@ -2,7 +2,7 @@
 // request (each with its own id, so none is a redelivery), for seeded customers in turn,
 // signed with the test helper's signedDelivery. Built ahead of the run so signing does not
 // load the load generator; if a run outlasts the pool, the rest are signed on the fly.
-import { invoicePaymentSucceeded, signedDelivery } from '../test/stripe-events.js'
+import { invoicePaymentSucceeded, signedDelivery } from '../test/support/stripe-events.js'
 import { customerIdOf, PRICE_ID, subscriptionIdOf } from './seed.js'
 
 export const WEBHOOK_SECRET = 'whsec_bench'

@@ -7,7 +7,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { freePort } from '../integration/process.js'
-import { PROJECT_ROOT } from '../paths.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 import { track } from './children.js'
 
 export const HAPROXY = ['/usr/sbin/haproxy', '/usr/bin/haproxy'].find((path) => existsSync(path)) ?? 'haproxy'

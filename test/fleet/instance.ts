@@ -2,7 +2,7 @@
 // dist/server.js` (npm run test:fleet builds first), with the fleet's environment.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { productionNodeFlags } from '../../production-flags.js'
-import { PROJECT_ROOT } from '../paths.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 import { track } from './children.js'
 
 export interface Instance {

@@ -8,8 +8,8 @@ import { once } from 'node:events'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { embeddedDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
-import { ROOT } from '../paths.js'
+import { embeddedDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
+import { ROOT } from '../support/paths.js'
 import { freePort, startServer, waitUntilUp, type Running } from './process.js'
 
 const PASSWORD = 'correct horse battery'
@@ -31,7 +31,7 @@ const post = async (base: string, path: string, body: unknown) => (await fetch(`
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 /** The one line a refused process prints. */
 const refusal = (dataDir: string, holder: number | undefined) =>
-  new RegExp(`^Data directory in use: the embedded database in ${escape(join(dataDir, 'pglite'))} is held by process ${holder} \\(server\\.ts\\) on host ${escape(hostname())} since \\S+: stop it, or give this process another DATA_DIR$`)
+  new RegExp(`^Data directory in use: the embedded database in ${escape(join(dataDir, 'pglite'))} is held by process ${holder} \\(server\\.js\\) on host ${escape(hostname())} since \\S+: stop it, or give this process another DATA_DIR$`)
 
 t.test('a second server on the same DATA_DIR refuses to start with one line naming the directory and the holder; the first keeps serving', async (t) => {
   const env = await embeddedDatabaseEnv(t)
@@ -56,8 +56,8 @@ t.test('npm run migrate beside a running server refuses in one line; the server 
   const running = await server(t, env)
   await waitUntilUp(running)
 
-  // What `npm run migrate` runs (tsx scripts/migrate.ts).
-  const migrate = spawn(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], {
+  // What `npm run migrate` runs, compiled as the image runs it (node dist/scripts/migrate.js).
+  const migrate = spawn(process.execPath, ['scripts/migrate.js'], {
     cwd: ROOT, env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', ...env }, stdio: ['ignore', 'pipe', 'pipe']
   })
   t.teardown(() => { migrate.kill('SIGKILL') })

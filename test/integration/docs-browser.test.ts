@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
 import t, { type Test } from 'tap'
-import { ROOT } from '../paths.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
@@ -20,8 +20,8 @@ const CHROMIUM_ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync'
 ]
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
-const SCREENSHOT = join(ROOT, 'test', 'integration', 'docs.png')
-const REQUEST_SCREENSHOT = join(ROOT, 'test', 'integration', 'docs-request.png')
+const SCREENSHOT = join(PROJECT_ROOT, 'test', 'integration', 'docs.png')
+const REQUEST_SCREENSHOT = join(PROJECT_ROOT, 'test', 'integration', 'docs-request.png')
 
 async function tempDir (t: Test, label: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `tsb-docs-${label}-`))

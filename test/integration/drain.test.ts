@@ -4,7 +4,7 @@
 // connection; then the port closes. (test/fleet/ measures the same behind HAProxy under load.)
 import { request as httpRequest, Agent } from 'node:http'
 import t from 'tap'
-import { TEST_SECRET, testDatabaseEnv, uniqueEmail, until } from '../helper.js'
+import { TEST_SECRET, testDatabaseEnv, uniqueEmail, until } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 interface Answer { status: number, connection: string | undefined, body: string, socket: object }

@@ -8,8 +8,8 @@ import t from 'tap'
 import { createDatabase } from '../../db/engine/connect.js'
 import type { Database } from '../../db/types.js'
 import { queueEmail } from '../../db/email-outbox.js'
-import { build, registerUser, serverDatabase, testDatabaseEnv, TEST_SECRET, uniqueEmail, until } from '../helper.js'
-import { startSmtpSink } from '../smtp-sink.js'
+import { build, registerUser, serverDatabase, testDatabaseEnv, TEST_SECRET, uniqueEmail, until } from '../support/helper.js'
+import { startSmtpSink } from '../support/smtp-sink.js'
 import { freePort, startServer, waitUntilUp, type Running } from './process.js'
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/

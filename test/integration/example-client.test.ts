@@ -2,10 +2,10 @@
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
 import { forgotPassword, resetPassword, walkthrough } from '../../examples/client.js'
-import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
+import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
-import { startSmtpSink } from '../smtp-sink.js'
-import { startStripeStandIn } from '../stripe-stand-in.js'
+import { startSmtpSink } from '../support/smtp-sink.js'
+import { startStripeStandIn } from '../support/stripe-stand-in.js'
 
 t.test('register, sign in, create and list tasks, start a checkout through the generated client', async (t) => {
   const stripe = await startStripeStandIn()

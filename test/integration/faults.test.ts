@@ -3,9 +3,9 @@
 // backends killed under the pool. (Runs against DATABASE_URL's server, or the local one.)
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { build, json, registerUser, serverDatabase } from '../helper.js'
-import { invoicePaymentSucceeded, signedDelivery } from '../stripe-events.js'
-import { startStripeStandIn } from '../stripe-stand-in.js'
+import { build, json, registerUser, serverDatabase } from '../support/helper.js'
+import { invoicePaymentSucceeded, signedDelivery } from '../support/stripe-events.js'
+import { startStripeStandIn } from '../support/stripe-stand-in.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const { url: databaseUrl, name, admin } = await serverDatabase(t, 'faults')

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import pg from 'pg'
-import { build, json, registerUser, serverDatabase, TEST_SECRET, until } from '../helper.js'
+import { build, json, registerUser, serverDatabase, TEST_SECRET, until } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 const { url: databaseUrl, name, admin } = await serverDatabase(t, 'idem_crash')

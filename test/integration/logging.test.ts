@@ -5,9 +5,9 @@ import { once } from 'node:events'
 import { createServer, type IncomingMessage } from 'node:http'
 import { gunzipSync } from 'node:zlib'
 import t from 'tap'
-import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
+import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
-import { signedDelivery, makeEvent } from '../stripe-events.js'
+import { signedDelivery, makeEvent } from '../support/stripe-events.js'
 
 // The Axiom stand-in: records every ingest request.
 const ingested: Array<{ url: string, authorization?: string, events: Array<Record<string, unknown>> }> = []

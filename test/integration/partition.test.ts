@@ -6,7 +6,7 @@ import t from 'tap'
 import { sql } from 'kysely'
 import { isDatabaseUnavailable } from '../../db/engine/connect.js'
 import { loadConfig } from '../../config.js'
-import { build, json, registerUser, serverDatabase, TEST_SECRET } from '../helper.js'
+import { build, json, registerUser, serverDatabase, TEST_SECRET } from '../support/helper.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const STATEMENT_TIMEOUT_MS = 1000

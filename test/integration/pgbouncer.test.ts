@@ -7,9 +7,9 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { sql } from 'kysely'
 import t from 'tap'
-import { build, json, registerUser, serverDatabase, testConfig, TEST_SECRET } from '../helper.js'
+import { build, json, registerUser, serverDatabase, testConfig, TEST_SECRET } from '../support/helper.js'
 import { startPgBouncer } from '../fleet/pgbouncer.js'
-import { ROOT } from '../paths.js'
+import { ROOT } from '../support/paths.js'
 import { freePort, startServer } from './process.js'
 
 interface Teardown { teardown: (fn: () => unknown) => void }

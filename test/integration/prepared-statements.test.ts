@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely'
 import t from 'tap'
 import type { Database } from '../../db/types.js'
-import { build, json, registerUser, serverDatabase } from '../helper.js'
+import { build, json, registerUser, serverDatabase } from '../support/helper.js'
 
 // One pooled connection, so the session the service prepared in is the one asked.
 const prepared = async (db: Kysely<Database>) =>

@@ -1,10 +1,10 @@
-// server.ts as a child process, the way production runs it (with the node flags of
-// `npm start`; through tsx here).
+// server.ts as a child process, the way production runs it: compiled (scripts/test.ts), with the
+// node flags of `npm start`.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:net'
 import { productionNodeFlags } from '../../production-flags.js'
-import { ROOT } from '../paths.js'
+import { PROJECT_ROOT, ROOT } from '../support/paths.js'
 
 export async function freePort (): Promise<number> {
   const server = createServer().listen(0, '127.0.0.1')
@@ -19,9 +19,9 @@ export interface Running { child: ChildProcess, base: string, output: () => stri
 
 /** `preload`: modules of the tests loaded into the server before it starts (node --import). */
 export function startServer (env: Record<string, string>, preload: string[] = []): Running {
-  const child = spawn(process.execPath, [...productionNodeFlags(ROOT), '--import', 'tsx', ...preload.flatMap((file) => ['--import', file]), 'server.ts'], {
+  const child = spawn(process.execPath, [...productionNodeFlags(PROJECT_ROOT), ...preload.flatMap((file) => ['--import', file]), 'server.js'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH ?? '', FASTIFY_AUTOLOAD_TYPESCRIPT: '1', NODE_ENV: 'test', LOG_LEVEL: 'info', ...env },
+    env: { PATH: process.env.PATH ?? '', NODE_ENV: 'test', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   let output = ''

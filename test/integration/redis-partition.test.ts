@@ -3,7 +3,7 @@
 // must fail open within about REDIS_COMMAND_TIMEOUT_MS (every request answered, the limits
 // letting it through), say so once in its log and in `redis_up`, and come back by itself.
 import t from 'tap'
-import { randomAddress, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
+import { randomAddress, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 import { TcpProxy } from './tcp-proxy.js'
 

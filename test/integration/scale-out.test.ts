@@ -1,9 +1,9 @@
 // Two instances on one PostgreSQL database and one Redis, as behind a load balancer:
 // nothing one instance needs lives only in the other's memory.
 import t from 'tap'
-import { build, failedLogin, json, randomAddress, registerUser, serverDatabase, uniqueEmail } from '../helper.js'
-import { checkoutSessionCompleted, signedDelivery } from '../stripe-events.js'
-import { startStripeStandIn } from '../stripe-stand-in.js'
+import { build, failedLogin, json, randomAddress, registerUser, serverDatabase, uniqueEmail } from '../support/helper.js'
+import { checkoutSessionCompleted, signedDelivery } from '../support/stripe-events.js'
+import { startStripeStandIn } from '../support/stripe-stand-in.js'
 
 const { url: databaseUrl } = await serverDatabase(t, 'scale')
 

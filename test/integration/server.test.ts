@@ -4,15 +4,15 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import { productionNodeFlags } from '../../production-flags.js'
-import { embeddedDatabaseEnv, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../helper.js'
-import { ROOT } from '../paths.js'
+import { embeddedDatabaseEnv, testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 t.test('the Dockerfile starts node with the flags of npm start', async (t) => {
-  const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1]
+  const cmd = /^CMD (\[.*\])$/m.exec(readFileSync(join(PROJECT_ROOT, 'Dockerfile'), 'utf8'))?.[1]
   t.ok(cmd, 'a CMD in exec form')
-  t.same(JSON.parse(cmd ?? '[]'), ['node', ...productionNodeFlags(ROOT), 'dist/server.js'])
-  t.ok(productionNodeFlags(ROOT).includes('--no-allocation-site-pretenuring'))
+  t.same(JSON.parse(cmd ?? '[]'), ['node', ...productionNodeFlags(PROJECT_ROOT), 'dist/server.js'])
+  t.ok(productionNodeFlags(PROJECT_ROOT).includes('--no-allocation-site-pretenuring'))
 })
 
 t.test('a bad setting stops start-up with one line naming the variable', async (t) => {
@@ -75,7 +75,7 @@ t.test('real socket: cookie sign-in round trip, then SIGTERM lets the in-flight 
 
 t.test('the embedded database\'s thread dies: the server stops, exiting non-zero, instead of hanging', async (t) => {
   const port = await freePort()
-  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, ...await embeddedDatabaseEnv(t) }, ['./test/integration/crash-database-thread.mjs'])
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, ...await embeddedDatabaseEnv(t) }, ['./test/integration/crash-database-thread.js'])
   t.teardown(() => { server.child.kill('SIGKILL') })
   await waitUntilUp(server)
   t.equal((await fetch(`${server.base}/ready`)).status, 200)

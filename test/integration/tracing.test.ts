@@ -9,9 +9,9 @@ import { randomBytes } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, type IncomingMessage } from 'node:http'
 import t from 'tap'
-import { TEST_SECRET, testDatabaseEnv, uniqueEmail, until } from '../helper.js'
+import { TEST_SECRET, testDatabaseEnv, uniqueEmail, until } from '../support/helper.js'
 import { startHaproxy } from '../fleet/haproxy.js'
-import { startStripeStandIn } from '../stripe-stand-in.js'
+import { startStripeStandIn } from '../support/stripe-stand-in.js'
 import { freePort, startServer, waitUntilUp, type Running } from './process.js'
 
 interface AnyValue { stringValue?: string, intValue?: number | string, boolValue?: boolean, doubleValue?: number }

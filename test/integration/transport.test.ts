@@ -1,8 +1,8 @@
 // server.ts as a child process on a real socket: the transport's cut of a trickled body
 // reaches the real server and its log (the in-process checks: test/transport.test.ts).
 import t from 'tap'
-import { testDatabaseEnv, TEST_SECRET } from '../helper.js'
-import { open, parse, within } from '../raw-http.js'
+import { testDatabaseEnv, TEST_SECRET } from '../support/helper.js'
+import { open, parse, within } from '../support/raw-http.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
 const REQUEST_TIMEOUT_MS = 1000

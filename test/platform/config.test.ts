@@ -1,0 +1,62 @@
+// Configuration as loadConfig reads it: each bad value is one line naming the variable
+// (test/integration/server.test.ts checks that such a line stops the real process).
+import t from 'tap'
+import { ConfigError, loadConfig } from '../../config.js'
+import { TEST_SECRET } from '../support/helper.js'
+
+const refusal = (env: Record<string, string>): string => {
+  try {
+    loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, ...env })
+  } catch (err) {
+    if (err instanceof ConfigError) return err.message
+    throw err
+  }
+  return 'accepted'
+}
+
+t.test('BCRYPT_ROUNDS: 12 by default, 4 to 16, at least 12 in production', async (t) => {
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).auth.bcryptRounds, 12)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4' }).auth.bcryptRounds, 4)
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, NODE_ENV: 'production', BCRYPT_ROUNDS: '13' }).auth.bcryptRounds, 13)
+  t.equal(refusal({ BCRYPT_ROUNDS: '3' }), 'Invalid configuration: BCRYPT_ROUNDS must be an integer from 4 to 16')
+  t.equal(refusal({ BCRYPT_ROUNDS: '17' }), 'Invalid configuration: BCRYPT_ROUNDS must be an integer from 4 to 16')
+  t.equal(refusal({ BCRYPT_ROUNDS: '10', NODE_ENV: 'production' }), 'Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
+})
+
+t.test('a bad value is one line naming the variable', async (t) => {
+  t.equal(refusal({ AUTH_JWT_SECRET: 'x'.repeat(31) }), 'Invalid configuration: AUTH_JWT_SECRET must be at least 32 characters')
+  t.equal(refusal({ DATABASE_URL: 'mysql://localhost/db' }), 'Invalid configuration: DATABASE_URL must be a postgres:// or postgresql:// URL')
+  t.equal(refusal({ PORT: '70000' }), 'Invalid configuration: PORT must be a port number (0-65535)')
+  t.equal(refusal({ DATABASE_STATEMENT_TIMEOUT_MS: '5000', DATABASE_QUERY_TIMEOUT_MS: '5000' }),
+    'Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be above DATABASE_STATEMENT_TIMEOUT_MS (5000), so the server cancels a slow statement first')
+  t.equal(refusal({ AUTH_JWT_SECRET: '', NODE_ENV: 'production' }), 'Invalid configuration: AUTH_JWT_SECRET is required in production (at least 32 characters)')
+})
+
+t.test('TRUST_PROXY: a hop count or proxy addresses; `true` only outside production', async (t) => {
+  t.equal(refusal({ TRUST_PROXY: '1', NODE_ENV: 'production' }), 'accepted')
+  t.equal(refusal({ TRUST_PROXY: '10.0.0.0/8, 192.168.1.7, loopback', NODE_ENV: 'production' }), 'accepted')
+  t.equal(refusal({ TRUST_PROXY: 'true' }), 'accepted', 'development: every entry trusted, as asked')
+  t.equal(refusal({ TRUST_PROXY: 'true', NODE_ENV: 'production' }),
+    'Invalid configuration: TRUST_PROXY=true believes the X-Forwarded-For entries a client writes itself; set the number of proxies in front of the service (1 behind one load balancer) or their addresses or CIDRs')
+  for (const bad of ['10.0.0.300', '10.0.0.0/33', 'balancer.internal', '-1']) {
+    t.equal(refusal({ TRUST_PROXY: bad }),
+      'Invalid configuration: TRUST_PROXY must be false, the number of proxies in front of the service (1 behind one load balancer), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8)', bad)
+  }
+})
+
+t.test('API_URL follows PORT unless set', async (t) => {
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).http.apiUrl, 'http://localhost:3002')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080' }).http.apiUrl, 'http://localhost:8080', 'the API reference and token audience point at the port served')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, PORT: '8080', API_URL: 'https://api.example.com' }).http.apiUrl, 'https://api.example.com')
+})
+
+t.test('traces go where the OpenTelemetry variables say; neither endpoint set: tracing is off', async (t) => {
+  const endpoint = (env: Record<string, string>) => loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, ...env }).tracing.endpoint
+  t.equal(endpoint({}), undefined)
+  t.equal(endpoint({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }), 'http://collector:4318/v1/traces', 'the base endpoint + the signal path')
+  t.equal(endpoint({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/otlp/' }), 'http://collector:4318/otlp/v1/traces')
+  t.equal(endpoint({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://traces.example.com/ingest' }),
+    'https://traces.example.com/ingest', "the signal's own endpoint as given")
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).tracing.serviceName, 'task-subscription-backend')
+  t.equal(refusal({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), 'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL')
+})

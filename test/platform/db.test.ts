@@ -1,0 +1,73 @@
+// The database layer on its own: migrations and the serialized PGlite driver.
+import { randomUUID } from 'node:crypto'
+import { sql } from 'kysely'
+import t from 'tap'
+import { createDatabase } from '../../db/engine/connect.js'
+import type { Database } from '../../db/types.js'
+import { migrateToLatest } from '../../db/engine/migrate.js'
+import { testDatabaseEnv } from '../support/helper.js'
+
+const env = await testDatabaseEnv(t)
+const handle = createDatabase<Database>({ url: env.DATABASE_URL, dataDir: env.DATA_DIR ?? '' })
+t.teardown(() => handle.close())
+await migrateToLatest(handle.db)
+const { db } = handle
+
+const newUser = (label: string) => ({ id: randomUUID(), email: `${label}-${randomUUID().slice(0, 8)}@example.com`, password: 'x', updated_at: new Date() })
+
+t.test('timestamps are read as ISO-8601 strings in UTC, whatever zone the literal names', async (t) => {
+  const { rows: [row] } = await sql<{ fixed: string, micro: string, now: string, zone: string }>`
+    select '2026-11-23 10:38:02.519123+05:30'::timestamptz as fixed, '2026-11-23 05:08:02.000001+00'::timestamptz as micro,
+      now() as now, current_setting('TimeZone') as zone`.execute(db)
+  t.equal(row?.fixed, '2026-11-23T05:08:02.519Z')
+  t.equal(row?.micro, '2026-11-23T05:08:02.000Z')
+  t.match(row?.now, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+  t.equal(row?.zone, 'UTC', 'the session runs in UTC')
+})
+
+t.test('migrations are idempotent: a second run applies nothing', async (t) => {
+  const { results } = await migrateToLatest(db)
+  t.same(results, [])
+})
+
+t.test('a query issued while another request holds a transaction is not swept into it', async (t) => {
+  const outside = newUser('outside')
+  const inside = newUser('inside')
+  let insideInserted!: () => void
+  const started = new Promise<void>((resolve) => { insideInserted = resolve })
+  const transaction = db.transaction().execute(async (tx) => {
+    await tx.insertInto('users').values(inside).execute()
+    insideInserted()
+    // Give the concurrent insert every chance to run while this transaction is open.
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    throw new Error('roll back')
+  })
+  await started
+  const concurrent = db.insertInto('users').values(outside).execute()
+  await t.rejects(transaction, /roll back/)
+  await concurrent
+  const ids = await db.selectFrom('users').select('id').where('id', 'in', [outside.id, inside.id]).execute()
+  t.same(ids.map((r) => r.id), [outside.id], 'the rolled-back insert is gone, the concurrent one stays')
+})
+
+t.test('concurrent transactions each commit their own work', async (t) => {
+  const users = Array.from({ length: 5 }, (_, i) => newUser(`tx${i}`))
+  await Promise.all(users.map((user) => db.transaction().execute(async (tx) => {
+    await tx.insertInto('users').values(user).execute()
+    await tx.insertInto('user_preferences').values({ user_id: user.id, updated_at: new Date() }).execute()
+  })))
+  const { count } = await db.selectFrom('user_preferences')
+    .select(sql<number>`count(*)::int`.as('count'))
+    .where('user_id', 'in', users.map((u) => u.id))
+    .executeTakeFirstOrThrow()
+  t.equal(count, 5)
+})
+
+t.test('the schema enforces what the service relies on', async (t) => {
+  const user = newUser('schema')
+  await db.insertInto('users').values(user).execute()
+  await t.rejects(db.insertInto('users').values({ ...newUser('dup'), email: user.email }).execute(), { code: '23505' }, 'unique email')
+  await t.rejects(db.insertInto('users').values({ ...newUser('upper'), email: 'UPPER@example.com' }).execute(), { code: '23514' }, 'emails are stored lower-cased')
+  await t.rejects(db.insertInto('tasks').values({ user_id: user.id, title: 'x', status: 'done' as 'todo', updated_at: new Date() }).execute(), 'task_status enum')
+  await t.rejects(db.insertInto('tasks').values({ user_id: 'nobody', title: 'x', updated_at: new Date() }).execute(), { code: '23503' }, 'tasks need an owner')
+})
