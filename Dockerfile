@@ -1,6 +1,6 @@
 # Production image: build with dev dependencies, run the compiled server with production
 # dependencies only, as a non-root user. (Not built on the development machines: no
-# Docker engine runs there; test/deployment.test.ts checks what can be checked without one.)
+# Docker engine runs there; test/platform/deployment.test.ts checks what can be checked without one.)
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -122,7 +122,7 @@ t.test('POST /auth/register', async (t) => {
     t.ok((claims.iat as number) >= before - 5 && (claims.iat as number) <= nowSeconds() + 5, 'iat is the time of issue')
 
     // What is stored: the normalized email and a bcrypt hash at the configured cost (4 in
-    // test/helper.ts; the default 12 is checked in test/shedding.test.ts), never the password.
+    // test/support/helper.ts; the default 12 is checked in test/platform/shedding.test.ts), never the password.
     const row = await app.db.selectFrom('users').selectAll().where('id', '=', adaId).executeTakeFirstOrThrow()
     t.equal(row.email, ada.email)
     t.equal(row.name, ada.name)

@@ -1,5 +1,5 @@
 // Password reset, email verification and account notices, end to end: the app delivers
-// through a real SMTP server (test/smtp-sink.ts), and each test follows the link in what
+// through a real SMTP server (test/support/smtp-sink.ts), and each test follows the link in what
 // arrived. Also: enumeration, every kind of bad token, and the outbox's retries.
 import { createHash, randomBytes } from 'node:crypto'
 import { sql } from 'kysely'
@@ -312,7 +312,7 @@ t.test('the recovery routes are rate-limited like sign-in', async (t) => {
   }
   t.same(fromMany, [202, 202, 202, 202], 'each new address gets its one request')
   const repeat = await limited.inject({ method: 'POST', url: '/auth/password/forgot', remoteAddress: '10.9.9.1', payload: { email: target } })
-  t.equal(repeat.statusCode, 202, 'past the inbox\'s links for the hour, the same answer (test/rate-limits.test.ts counts what is sent)')
+  t.equal(repeat.statusCode, 202, 'past the inbox\'s links for the hour, the same answer (test/accounts/rate-limits.test.ts counts what is sent)')
 })
 
 t.test('the SMTP server down, then back: the email is retried and delivered once', async (t) => {

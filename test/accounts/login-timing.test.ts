@@ -1,6 +1,6 @@
 // Unknown email and wrong password must be indistinguishable: same answer, and no
 // measurable timing difference (both pay for one bcrypt comparison at the configured cost,
-// test/helper.ts's 4 rounds or another). Benchmark-style:
+// test/support/helper.ts's 4 rounds or another). Benchmark-style:
 // prints both medians, asserts only a generous ratio.
 import t from 'tap'
 import { build, registerUser, uniqueEmail } from '../support/helper.js'

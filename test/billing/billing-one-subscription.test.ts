@@ -73,7 +73,7 @@ t.test('a second completed checkout is cancelled at the provider, whichever webh
     stripe.reset()
     t.equal((await deliver(checkoutSessionCompleted(linked.session))).statusCode, 200)
     t.equal((await deliver(checkoutSessionCompleted(extra.session))).statusCode, 200)
-    await app.billingActions.runOnce() // the cancel follows the answer (test/billing-provider-actions.test.ts)
+    await app.billingActions.runOnce() // the cancel follows the answer (test/billing/billing-provider-actions.test.ts)
     t.match(await stored(user), { plan: 'pro', payment_subscription_status: 'active', payment_subscription_id: linked.subscription.id }, `${firstDelivered}: the first linked stays`)
     t.equal(callsTo('DELETE', `/v1/subscriptions/${extra.subscription.id}`).length, 1, `${firstDelivered}: the extra one cancelled at the provider`)
     t.same(liveSubscriptionsOf(customerId).map((s) => s.id), [linked.subscription.id], `${firstDelivered}: one live subscription left`)

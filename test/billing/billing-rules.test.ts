@@ -42,7 +42,7 @@ function permutations<T> (items: T[]): T[][] {
 
 // What Stripe sends for one live subscription within a few seconds: updates (the status,
 // the period end, the terms may change), paid invoices for a later period, failed invoices,
-// the deletion (one way to end; test/billing-order.test.ts ends one by an update too).
+// the deletion (one way to end; test/billing/billing-order.test.ts ends one by an update too).
 const at = fc.integer({ min: 1, max: 3 }).map((seconds) => new Date(BASE + seconds * 1000))
 const snapshot = (status: fc.Arbitrary<string>) => fc.record({
   id: fc.constant(SUBSCRIPTION),

@@ -1,5 +1,5 @@
 // server.ts as a child process on a real socket: the transport's cut of a trickled body
-// reaches the real server and its log (the in-process checks: test/transport.test.ts).
+// reaches the real server and its log (the in-process checks: test/platform/transport.test.ts).
 import t from 'tap'
 import { testDatabaseEnv, TEST_SECRET } from '../support/helper.js'
 import { open, parse, within } from '../support/raw-http.js'

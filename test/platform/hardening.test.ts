@@ -1,7 +1,7 @@
 // Hostile input: CSRF on cookie sessions, CORS, security headers, prototype pollution,
 // racing sign-ups, password bounds before hashing, a pattern that cannot backtrack.
-// (Rate limits: test/rate-limits.test.ts; load shedding: test/shedding.test.ts; equal cost
-// for both kinds of failed sign-in: test/login-timing.test.ts.)
+// (Rate limits: test/accounts/rate-limits.test.ts; load shedding: test/platform/shedding.test.ts; equal cost
+// for both kinds of failed sign-in: test/accounts/login-timing.test.ts.)
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
@@ -92,7 +92,7 @@ t.test('over-long passwords are refused before any hashing', async (t) => {
   t.teardown(() => { Object.assign(app.passwords, { hash, verify }) })
 
   // Long enough to be refused by its bytes, short enough to fit the form's body limit (a
-  // 10 KiB password is refused as too large a body: test/hostile-bodies.test.ts).
+  // 10 KiB password is refused as too large a body: test/platform/hostile-bodies.test.ts).
   const huge = 'p'.repeat(1024)
   const register = await app.inject({ method: 'POST', url: '/auth/register', payload: { email: uniqueEmail(), password: huge } })
   t.equal(register.statusCode, 400)

@@ -1,5 +1,5 @@
 // timestamptz text → ISO-8601 (db/engine/timestamps.ts): the same string a Date would give, for
-// every form PostgreSQL prints in the ISO style. (test/db.test.ts reads timestamps through
+// every form PostgreSQL prints in the ISO style. (test/platform/db.test.ts reads timestamps through
 // each database.)
 import fc from 'fast-check'
 import t from 'tap'

@@ -1,5 +1,5 @@
 // Raw HTTP/1.1 over a loopback socket, for what app.inject cannot show: the server's own
-// parser, timers and connection limit (test/transport.test.ts, test/integration/server.test.ts).
+// parser, timers and connection limit (test/platform/transport.test.ts, test/integration/server.test.ts).
 import { once } from 'node:events'
 import { connect, type Socket } from 'node:net'
 

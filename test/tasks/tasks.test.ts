@@ -188,7 +188,7 @@ t.test('POST /tasks', async (t) => {
       { name: 'dueDate on 31 April', payload: { title: 'ok', dueDate: '2026-04-31T00:00:00Z' }, field: 'dueDate' },
       { name: 'dueDate on 29 February of a common year', payload: { title: 'ok', dueDate: '2026-02-29T00:00:00Z' }, field: 'dueDate' },
       { name: 'dueDate with a leap second', payload: { title: 'ok', dueDate: '2026-06-30T23:59:60Z' }, field: 'dueDate' },
-      // As long as fits a task's body limit (a megabyte is refused as too large: test/hostile-bodies.test.ts).
+      // As long as fits a task's body limit (a megabyte is refused as too large: test/platform/hostile-bodies.test.ts).
       { name: 'dueDate of 100 KB', payload: { title: 'ok', dueDate: `2026-06-01T00:00:00${'0'.repeat(100_000)}` }, field: 'dueDate' },
       { name: 'unknown field userId', payload: { title: 'ok', userId: other.id }, details: ['Unknown field - userId'] },
       { name: 'unknown field id', payload: { title: 'ok', id: 1 }, details: ['Unknown field - id'] },
