@@ -37,6 +37,8 @@ export interface ProviderActionWorker {
    * One pass over the due actions, after any pass in flight; resolves with how many were
    * attempted. What tests call instead of waiting.
    */
+  /** Its name among the scheduler's jobs (jobs/scheduler.ts), which starts and stops it. */
+  readonly name: string
   runOnce: () => Promise<number>
   /** After a commit that queued an action: a pass on the next turn of the event loop. */
   wake: () => void
@@ -146,6 +148,7 @@ export function createProviderActionWorker ({ db, provider, log, retryBaseMs, le
   }
 
   return {
+    name: 'billing.provider-actions',
     start () {
       if (started || stopped) return
       started = true

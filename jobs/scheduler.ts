@@ -19,8 +19,8 @@ export interface BackgroundJob {
   start: () => void
   /** A pass now (or `delayMs` later), or right after the one in progress. */
   wake: (delayMs?: number) => void
-  /** One pass, awaited: after the one in progress, if any. Its error is thrown, not logged. */
-  runOnce: () => Promise<void>
+  /** One pass, awaited: after the one in progress, if any. Its error is thrown, not logged. What it resolves with is the job's own (the billing actions: how many were attempted). */
+  runOnce: () => Promise<unknown>
   /** No new pass; the one in progress gets a grace period, then is aborted. */
   stop: () => Promise<void>
 }
@@ -189,8 +189,8 @@ export class Scheduler {
   }
 
   /** One pass of the named job, awaited (tests). */
-  runOnce (name: string): Promise<void> {
-    return this.job(name).runOnce()
+  async runOnce (name: string): Promise<void> {
+    await this.job(name).runOnce()
   }
 
   /** Stops every job, each with its grace period, all at once. */

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
+import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import { earliestTokenIat, findUserForToken } from '../../db/users.js'
 import type { UserRow } from '../../db/types.js'
 import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
@@ -39,6 +40,7 @@ function presentedToken (request: FastifyRequest): { token: string, from: 'heade
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
+const PURGE_INTERVAL_MS = 10 * 60_000
 
 export default fp(async function authenticate (fastify) {
   const secureCookie = new URL(fastify.config.http.apiUrl).protocol === 'https:'
@@ -98,4 +100,13 @@ export default fp(async function authenticate (fastify) {
     // The document says what the hook enforces, so it cannot drift from it.
     if (route.schema !== undefined) route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
   })
-}, { name: 'authenticate', dependencies: ['db', '@fastify/jwt', '@fastify/cookie'] })
+
+  // A revocation outlives its token by nothing: once the token has expired it is refused anyway.
+  fastify.jobs.every('auth.purge-revocations', PURGE_INTERVAL_MS, async () => {
+    try {
+      await purgeExpiredRevocations(fastify.db)
+    } catch (err) {
+      fastify.log.warn({ err }, 'purging expired revocations failed: trying again later')
+    }
+  })
+}, { name: 'authenticate', dependencies: ['db', 'scheduler', '@fastify/jwt', '@fastify/cookie'] })

@@ -40,9 +40,9 @@ export default fp(async function billingActions (fastify) {
   })
 
   fastify.decorate('billingActions', worker)
-  // Without billing nothing can be carried out: no polling (queued actions wait, the gauge shows them).
-  if (config.payments.secretKey !== undefined) fastify.addHook('onReady', async () => { worker.start() })
-  // Before the database closes (onClose): a call in flight may finish; one that does not is
-  // attempted again once its lease ends, here after a restart or on another instance.
-  fastify.addHook('preClose', () => worker.stop())
-}, { name: 'billing-actions', dependencies: ['db', 'metrics', 'payments'] })
+  // Without billing nothing can be carried out: no polling (queued actions wait, the gauge
+  // shows them). With it, the scheduler starts the worker once the app is ready and stops it
+  // before the database closes: a call in flight may finish; one that does not is attempted
+  // again once its lease ends, here after a restart or on another instance.
+  if (config.payments.secretKey !== undefined) fastify.jobs.add(worker)
+}, { name: 'billing-actions', dependencies: ['db', 'metrics', 'payments', 'scheduler'] })

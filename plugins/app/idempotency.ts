@@ -221,19 +221,15 @@ export default fp(async function idempotency (fastify) {
   })
 
   // Expired records count as absent already; the purge gives their space back and holds each
-  // user to IDEMPOTENCY_KEYS_PER_USER. One small job per instance, until scheduled jobs have a
-  // home of their own.
-  let timer: NodeJS.Timeout | undefined
-  let purging: Promise<void> | undefined
-  const purge = () => {
-    purging ??= purgeIdempotencyKeys(db, maxPerUser)
-      .then((purged) => { if (purged.expired + purged.evicted > 0) log.info(purged, 'idempotency keys purged') })
-      .catch((err: unknown) => { log.warn({ err }, 'purging idempotency keys failed: trying again later') })
-      .finally(() => { purging = undefined })
-  }
-  fastify.addHook('onReady', async () => { timer = setInterval(purge, PURGE_INTERVAL_MS).unref() })
-  fastify.addHook('preClose', async () => {
-    clearInterval(timer)
-    await purging
+  // user to IDEMPOTENCY_KEYS_PER_USER. A job of the scheduler (jobs/scheduler.ts): every
+  // instance runs it, and a purge run twice at once deletes nothing twice.
+  fastify.jobs.every('idempotency.purge', PURGE_INTERVAL_MS, async () => {
+    try {
+      const purged = await purgeIdempotencyKeys(db, maxPerUser)
+      if (purged.expired + purged.evicted > 0) log.info(purged, 'idempotency keys purged')
+    } catch (err) {
+      // A database away for a moment is not an error of ours: the next pass catches up.
+      log.warn({ err }, 'purging idempotency keys failed: trying again later')
+    }
   })
-}, { name: 'idempotency', dependencies: ['db', 'authenticate'] })
+}, { name: 'idempotency', dependencies: ['db', 'authenticate', 'scheduler'] })

@@ -394,6 +394,20 @@ t.test('POST /auth/logout', async (t) => {
     t.equal(json(other).data?.id, user.id)
   })
 
+  t.test('the scheduler purges revocations whose tokens have expired, and keeps the others', async (t) => {
+    const user = await registerUser(app, { email: uniqueEmail('purge-revocations') })
+    const [expired, live] = [randomUUID(), randomUUID()]
+    const hourAgo = new Date(Date.now() - 3_600_000).toISOString()
+    const inAnHour = new Date(Date.now() + 3_600_000).toISOString()
+    await app.db.insertInto('revoked_tokens').values([
+      { jti: expired, user_id: user.id, expires_at: hourAgo },
+      { jti: live, user_id: user.id, expires_at: inAnHour }
+    ]).execute()
+    await app.jobs.runOnce('auth.purge-revocations')
+    const kept = await app.db.selectFrom('revoked_tokens').select('jti').where('user_id', '=', user.id).execute()
+    t.same(kept.map((row) => row.jti), [live])
+  })
+
   t.test('with the cookie only', async (t) => {
     const fresh = json(await login({ email: ada.email, password: ada.password })).token as string
     const res = await app.inject({ method: 'POST', url: '/auth/logout', headers: { cookie: `auth_token=${fresh}` } })

@@ -126,6 +126,12 @@ t.test('a kept answer lasts 24 hours: after that the key runs the request again,
   await ageKeys(25)
   t.ok((await purgeIdempotencyKeys(app.db, app.config.limits.idempotencyKeysPerUser)).expired >= 1)
   t.equal(await count(app, 'idempotency_keys', user.id), 0, 'purged')
+
+  // The scheduler runs that purge (plugins/app/idempotency.ts).
+  t.equal(replayed(await postTask(user, key)), undefined)
+  await ageKeys(25)
+  await app.jobs.runOnce('idempotency.purge')
+  t.equal(await count(app, 'idempotency_keys', user.id), 0, 'purged by the scheduled job')
 })
 
 t.test('a key is 1 to 255 visible ASCII characters: anything else is a 400 naming the header, and writes nothing', async (t) => {
