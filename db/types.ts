@@ -18,7 +18,7 @@ export interface UsersTable {
   password_changed_at: NullableTimestamp
   /**
    * The last change of address: email tokens issued before it are void. Only compared in SQL
-   * (db/email.ts), never read back, so the hot prepared user lookup need not select it.
+   * (db/email-tokens.ts), never read back, so the hot prepared user lookup need not select it.
    */
   email_changed_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
   created_at: Timestamp
@@ -43,7 +43,7 @@ export interface UserPreferencesTable {
   payment_price_id: string | null
   payment_current_period_end: NullableTimestamp
   cancel_at_period_end: Generated<boolean>
-  /** Provider time of the event that last set the status (db/billing-rules.ts), and its precedence. */
+  /** Provider time of the event that last set the status (billing/rules.ts), and its precedence. */
   payment_state_at: NullableTimestamp
   payment_state_precedence: Generated<number>
   /** The same for the period end, and for the terms (price, cancel_at_period_end). */

@@ -65,7 +65,7 @@ export async function updateUser (
       ...(changes.name !== undefined && { name: changes.name }),
       ...(changes.image !== undefined && { image: changes.image }),
       // A new address is unverified until its own link is followed, and the links sent
-      // before it are void, even if the account comes back to their address (db/email.ts).
+      // before it are void, even if the account comes back to their address (db/email-tokens.ts).
       ...(changes.email !== undefined && {
         email: changes.email,
         email_verified: sql<string | null>`case when email = ${changes.email} then email_verified else null end`,

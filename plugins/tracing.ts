@@ -1,6 +1,6 @@
 // Traces (OpenTelemetry), on when an OTLP endpoint is configured (config.ts, tracing.endpoint):
 // a span per request, opened by @fastify/otel, child spans for database queries
-// (db/engine/query-spans.ts) and payment provider calls (plugins/app/payments.ts), a caller's
+// (db/engine/query-spans.ts) and payment provider calls (billing/stripe-provider.ts), a caller's
 // `traceparent` honoured, and the trace and span ids on every log line of the request. app.ts
 // registers it before anything else, so every hook and route is added after its own.
 //
