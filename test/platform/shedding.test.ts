@@ -111,17 +111,21 @@ t.test('the lag of the start-up is not load: a server just started is not shed f
   const app = Fastify(serverOptions(config))
   app.register(fp(serviceApp), { config })
   // A start-up that holds the loop past under-pressure's first sample (a busy machine,
-  // a cold module cache), after the service's plugins are registered.
+  // a cold module cache), after the service's plugins are registered: six stalls of 200 ms,
+  // the loop turning between them. (One stall of 1.2 s could go unseen: when under-pressure's
+  // sample timer runs before the delay monitor's after it, the sample resets the monitor, and
+  // the stall's one long delay was never recorded. It failed twice in CI that way.)
   app.register(async () => {
-    const until = Date.now() + 1200
-    while (Date.now() < until) { /* busy: the event loop cannot turn */ }
+    for (let stall = 0; stall < 6; stall++) {
+      const until = Date.now() + 200
+      while (Date.now() < until) { /* busy: the event loop cannot turn */ }
+      await new Promise((resolve) => setTimeout(resolve, 1))
+    }
   })
   t.teardown(() => app.close())
   await app.ready()
-  // The sample holding the stall is taken at under-pressure's first tick after it, which may
-  // come up to a second later: its timer and the delay monitor's fire in either order once the
-  // loop turns again (on Node 24 in CI the sample 20 ms after ready had not seen it yet). Wait
-  // for it, well within the 2 s after ready in which a server just started does not shed.
+  // The sample holding the stalls may be taken up to a second after ready: wait for it, well
+  // within the 2 s after ready in which a server just started does not shed.
   const since = Date.now()
   while (app.memoryUsage().eventLoopDelay <= 1 && Date.now() - since < 1500) {
     await new Promise((resolve) => setTimeout(resolve, 10))
