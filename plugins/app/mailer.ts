@@ -43,7 +43,7 @@ export default fp(async function mailer (fastify) {
     const smtp = smtpTransport(config.email.smtpUrl, config.email.from)
     fastify.addHook('onClose', () => smtp.close())
     deliver = smtp.deliver
-  } else if (config.nodeEnv !== 'production') {
+  } else if (!config.production) {
     deliver = logTransport(log)
   } else {
     log.warn('SMTP_URL is not set: emails are queued and will be sent once it is')

@@ -53,10 +53,34 @@ export async function serverDatabase (t: Teardown, prefix = 'test'): Promise<Ser
   return { url, name, admin }
 }
 
-/** A database for one app; removed at teardown. */
+/** One statement on the server's maintenance database, on a connection of its own. */
+async function onServer (serverUrl: string, statement: string): Promise<void> {
+  const client = new pg.Client({ connectionString: serverUrl })
+  await client.connect()
+  try {
+    await client.query(statement)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
+ * A database for one app; removed at teardown. On PostgreSQL every app the suites build holds
+ * its own pool while its suite runs: with three suites at a time, apps of 10 connections plus
+ * a kept maintenance connection each went past the server's default max_connections (100:
+ * "sorry, too many clients already", CI on 2026-11-26). An app's pool is 3 unless a test says
+ * otherwise (none of these tests holds more than two at once), and the maintenance connection
+ * lives only for the create and the drop.
+ */
 export async function testDatabaseEnv (t: Teardown): Promise<Record<string, string>> {
-  if (process.env.DATABASE_URL) return { DATABASE_URL: (await serverDatabase(t)).url.toString() }
-  return embeddedDatabaseEnv(t)
+  if (!process.env.DATABASE_URL) return embeddedDatabaseEnv(t)
+  const serverUrl = process.env.DATABASE_URL
+  const name = `test_${randomUUID().replaceAll('-', '')}`
+  await onServer(serverUrl, `create database ${name}`)
+  t.teardown(() => onServer(serverUrl, `drop database if exists ${name} with (force)`))
+  const url = new URL(serverUrl)
+  url.pathname = `/${name}`
+  return { DATABASE_URL: url.toString(), DATABASE_POOL_MAX: '3' }
 }
 
 /** A copy of the migrated embedded database, also when DATABASE_URL is set; removed at teardown. */
