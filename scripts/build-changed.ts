@@ -7,7 +7,7 @@
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { build } from 'esbuild'
+import { stripTypes } from './strip-types.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const outdir = join(root, 'dist')
@@ -44,18 +44,6 @@ const removeStale = (dir: string): void => {
 }
 if (existsSync(outdir)) removeStale(outdir)
 
-if (changed.length > 0) {
-  await build({
-    entryPoints: changed.map((file) => relative(root, file)),
-    absWorkingDir: root,
-    outdir,
-    outbase: '.',
-    format: 'esm',
-    platform: 'node',
-    target: 'node20',
-    sourcemap: true,
-    logLevel: 'warning'
-  })
-}
+if (changed.length > 0) await stripTypes(root, changed, outdir, { sourcemap: true })
 const removed = stale.length > 0 ? `, ${stale.length} stale removed` : ''
 console.log(`dist/: ${changed.length} of ${sources.length} files built${removed} (${Math.round(performance.now() - started)} ms)`)

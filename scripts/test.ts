@@ -17,7 +17,7 @@ import { spawnSync } from 'node:child_process'
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { build } from 'esbuild'
+import { stripTypes } from './strip-types.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 // A build of this run's own, so that two test commands at once (npm test, and test:file in
@@ -54,16 +54,7 @@ function alive (pid: number): boolean {
     return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
-await build({
-  entryPoints: sources.filter((file) => file.endsWith('.ts')).map((file) => relative(root, file)),
-  absWorkingDir: root,
-  outdir,
-  outbase: '.',
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  logLevel: 'warning'
-})
+await stripTypes(root, sources.filter((file) => file.endsWith('.ts')), outdir)
 // Plain JavaScript beside the sources (a preload of the integration suite) comes along as it is.
 for (const file of sources.filter((file) => /\.[cm]?js$/.test(file))) cpSync(file, join(outdir, relative(root, file)))
 
