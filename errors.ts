@@ -19,6 +19,8 @@ export const ERROR_CATALOG = {
   BAD_REQUEST: [400, 'Bad request'],
   RESET_TOKEN_INVALID: [400, 'This password reset link is invalid or has expired'],
   VERIFICATION_TOKEN_INVALID: [400, 'This verification link is invalid or has expired'],
+  PASSWORD_NOT_SET: [400, 'This account has no password: set one through the password reset'],
+  SIGN_IN_CODE_INVALID: [400, 'This sign-in code is invalid or has expired'],
   UNAUTHORIZED: [401, 'Unauthorized'],
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
   FORBIDDEN: [403, 'Forbidden'],
@@ -26,11 +28,15 @@ export const ERROR_CATALOG = {
   TASK_NOT_FOUND: [404, 'Task not found'],
   NO_STRIPE_CUSTOMER: [404, 'No billing account'],
   NO_ACTIVE_SUBSCRIPTION: [404, 'No active subscription'],
+  PROVIDER_NOT_FOUND: [404, 'No such identity provider'],
+  SESSION_NOT_FOUND: [404, 'Session not found'],
+  IDENTITY_NOT_FOUND: [404, 'Identity not found'],
   EMAIL_TAKEN: [409, 'Email already registered'],
   EMAIL_ALREADY_VERIFIED: [409, 'Email already verified'],
   PASSWORD_CHANGE_CONFLICT: [409, 'The password was changed by another request'],
   SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
   IDEMPOTENCY_KEY_IN_USE: [409, 'A request with this Idempotency-Key is still running'],
+  LAST_SIGN_IN_METHOD: [409, 'This is the account\'s last way to sign in'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
   IDEMPOTENCY_KEY_REUSED: [422, 'This Idempotency-Key was used for a different request'],
@@ -69,6 +75,12 @@ export const PasswordChangeConflictError = appError('PASSWORD_CHANGE_CONFLICT')
 export const ResetTokenInvalidError = appError('RESET_TOKEN_INVALID')
 export const VerificationTokenInvalidError = appError('VERIFICATION_TOKEN_INVALID')
 export const EmailAlreadyVerifiedError = appError('EMAIL_ALREADY_VERIFIED')
+export const PasswordNotSetError = appError('PASSWORD_NOT_SET')
+export const SignInCodeInvalidError = appError('SIGN_IN_CODE_INVALID')
+export const ProviderNotFoundError = appError('PROVIDER_NOT_FOUND')
+export const SessionNotFoundError = appError('SESSION_NOT_FOUND')
+export const IdentityNotFoundError = appError('IDENTITY_NOT_FOUND')
+export const LastSignInMethodError = appError('LAST_SIGN_IN_METHOD')
 export const TaskNotFoundError = appError('TASK_NOT_FOUND')
 export const PaymentProviderError = appError('PAYMENT_PROVIDER_ERROR')
 export const BillingNotConfiguredError = appError('BILLING_NOT_CONFIGURED')

@@ -23,6 +23,8 @@ export interface Client {
   address: string | undefined
   /** The value of the `sign_in_device` cookie it presented, if any. */
   deviceCookie: string | undefined
+  /** Its User-Agent header, cut to 512 characters: recorded with sessions and security events. */
+  userAgent?: string
 }
 
 /** One admitted password or link check; it ends failed or succeeded (or in neither, when what follows the check fails). */

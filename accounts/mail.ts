@@ -15,6 +15,8 @@ export type AccountEmail =
   | { kind: 'verification', user: Recipient }
   | { kind: 'password-changed', user: Recipient }
   | { kind: 'email-changed', user: Recipient, oldEmail: string }
+  | { kind: 'welcome-verified', user: Recipient, provider: string }
+  | { kind: 'sign-in-method', user: Recipient, change: 'added' | 'removed', what: string }
 
 /** What a change made in a transaction returns: its value, and the emails it causes. */
 export interface ChangeWithMail<T> { value: T, emails: AccountEmail[] }
@@ -42,6 +44,8 @@ export function outboxMail (mail: MailQueue<Waker>): AccountMail {
       case 'verification': return outbox.verification(email.user)
       case 'password-changed': return outbox.passwordChanged(email.user)
       case 'email-changed': return outbox.emailChanged(email.user, email.oldEmail, email.user.email)
+      case 'welcome-verified': return outbox.welcomeVerified(email.user, email.provider)
+      case 'sign-in-method': return outbox.signInMethod(email.user, email.change, email.what)
     }
   }
   return {

@@ -7,16 +7,19 @@
 import { randomUUID } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import { consumeEmailToken, findUserForEmailToken, voidEmailTokens } from '../db/email-tokens.js'
+import { recordSecurityEvent } from '../db/security-events.js'
+import { endSessions } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, markEmailVerified, normalizeEmail, resetPassword, updateUser } from '../db/users.js'
 import {
   CurrentPasswordRequiredError, EmailAlreadyVerifiedError, EmailTakenError, InvalidCredentialsError, InvalidCurrentPasswordError,
-  PasswordChangeConflictError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
+  PasswordChangeConflictError, PasswordNotSetError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
 } from '../errors.js'
 import { hashToken } from '../mail/outbox.js'
 import type { Passwords } from '../plugins/app/passwords.js'
 import type { Attempt, Client, SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail } from './mail.js'
+import type { Sessions } from './sessions.js'
 
 /** A check that signed the user in: the route issues the token and sets the device cookie. */
 export interface SignedIn {
@@ -68,12 +71,16 @@ export interface AccountDependencies {
   passwords: Passwords
   limits: SignInLimits
   mail: AccountMail
+  sessions: Pick<Sessions, 'failedSignIn'>
 }
 
 /** Names trimmed, and blank ones none. */
 const cleanName = (name: string | null | undefined): string | null => name?.trim() || null
 
-export function accountService ({ db, passwords, limits, mail }: AccountDependencies): Accounts {
+/** The client as a security event records it. */
+const eventClient = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
+
+export function accountService ({ db, passwords, limits, mail, sessions }: AccountDependencies): Accounts {
   /** A check that will hash: admitted by the limits, then by the hashing pool (503 when full), before any query. */
   const admitHashing = async (client: Client, account?: string): Promise<Attempt> => {
     const attempt = await limits.admit(client, account)
@@ -106,9 +113,14 @@ export function accountService ({ db, passwords, limits, mail }: AccountDependen
       const email = normalizeEmail(credentials.email)
       const attempt = await admitHashing(client, email)
       const user = await findUserByEmail(db, email)
-      // Against a dummy hash when there is no such user: both failures cost the same.
-      const matches = await passwords.verify(credentials.password, user?.password)
-      if (!matches || user === undefined) throw await attempt.failed(new InvalidCredentialsError())
+      // Against a dummy hash when there is no such user, or no password (an account made through
+      // a provider): every failure costs the same and reads the same.
+      const matches = await passwords.verify(credentials.password, user?.password ?? undefined)
+      if (!matches || user === undefined) {
+        // Counted in the owner's security feed, in the background: the answer's time does not tell.
+        if (user !== undefined) sessions.failedSignIn(user.id, client)
+        throw await attempt.failed(new InvalidCredentialsError())
+      }
       return { user, deviceCookie: attempt.succeeded(email) }
     },
 
@@ -116,13 +128,15 @@ export function accountService ({ db, passwords, limits, mail }: AccountDependen
       const email = change.email === undefined ? undefined : normalizeEmail(change.email)
       const emailChanges = email !== undefined && email !== user.email
       // Before anything else, also before a taken address is a 409: a stolen token alone learns nothing.
+      // An account without a password sets one through the reset flow first.
+      if ((emailChanges || change.currentPassword !== undefined) && user.password === null) throw new PasswordNotSetError()
       if (emailChanges && change.currentPassword === undefined) throw new CurrentPasswordRequiredError()
       let attempt: Attempt | undefined
       let passwordHash: string | undefined
       if (change.currentPassword !== undefined) {
         // Guessing the current password with a stolen token costs what guessing at sign-in does.
         attempt = await admitHashing(client, user.email)
-        if (!await passwords.verify(change.currentPassword, user.password)) throw await attempt.failed(new InvalidCurrentPasswordError())
+        if (!await passwords.verify(change.currentPassword, user.password ?? undefined)) throw await attempt.failed(new InvalidCurrentPasswordError())
         if (change.newPassword !== undefined) passwordHash = await passwords.hash(change.newPassword)
       }
       let updated
@@ -133,14 +147,19 @@ export function accountService ({ db, passwords, limits, mail }: AccountDependen
             image: change.image,
             email,
             // Only over the password that was checked: of two concurrent changes, one wins.
-            passwordHash: passwordHash === undefined ? undefined : { from: user.password, to: passwordHash }
+            passwordHash: passwordHash === undefined ? undefined : { from: user.password!, to: passwordHash }
           })
           const emails: AccountEmail[] = []
           if (row === undefined) return { value: undefined, emails }
-          if (emailChanges) emails.push({ kind: 'verification', user: row }, { kind: 'email-changed', user: row, oldEmail: user.email })
+          if (emailChanges) {
+            emails.push({ kind: 'verification', user: row }, { kind: 'email-changed', user: row, oldEmail: user.email })
+            await recordSecurityEvent(tx, { userId: row.id, type: 'email-changed', ...eventClient(client) })
+          }
           if (passwordHash !== undefined) {
-            // A reset link sent before the change must not undo it.
+            // A reset link sent before the change must not undo it; every session ends (the route signs in anew).
             await voidEmailTokens(tx, row.id, 'password_reset')
+            await endSessions(tx, row.id)
+            await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...eventClient(client) })
             emails.push({ kind: 'password-changed', user: row })
           }
           return { value: row, emails }
@@ -172,6 +191,8 @@ export function accountService ({ db, passwords, limits, mail }: AccountDependen
         const userId = await consumeEmailToken(tx, hash, 'password_reset')
         if (userId === undefined) return { value: undefined, emails: [] }
         const updated = await resetPassword(tx, userId, passwordHash)
+        await endSessions(tx, userId)
+        await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...eventClient(client) })
         return { value: updated, emails: [{ kind: 'password-changed', user: updated }] }
       })
       if (user === undefined) throw await invalid()

@@ -11,7 +11,8 @@ export interface UsersTable {
   id: string
   name: string | null
   email: string
-  password: string
+  /** Null for an account made through an identity provider until its owner sets one. */
+  password: string | null
   image: string | null
   email_verified: NullableTimestamp
   /** The last password change: tokens issued before it (by `iat`) stop working. */
@@ -21,6 +22,11 @@ export interface UsersTable {
    * (db/email-tokens.ts), never read back, so the hot prepared user lookup need not select it.
    */
   email_changed_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
+  /**
+   * "Sign out everywhere else": tokens without a session row (minted elsewhere with the
+   * documented claims) issued before it stop working. Like email_changed_at, only compared.
+   */
+  other_tokens_ended_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
   created_at: Timestamp
   updated_at: Timestamp
 }
@@ -160,6 +166,65 @@ export interface IdempotencyKeysTable {
   created_at: Timestamp
 }
 
+/** How a session began (docs/sessions.md). */
+export type SessionMethod = 'password' | 'registration' | 'password-reset' | 'provider' | 'external'
+
+export interface SessionsTable {
+  /** The token's `jti`. */
+  id: string
+  user_id: string
+  method: SessionMethod
+  /** The provider's id, for method `provider`. */
+  provider: string | null
+  address: string | null
+  user_agent: string | null
+  created_at: Timestamp
+  last_seen_at: Timestamp
+  expires_at: Timestamp
+  ended_at: NullableTimestamp
+}
+
+export interface UserIdentitiesTable {
+  id: string
+  user_id: string
+  provider: string
+  issuer: string
+  subject: string
+  email: string | null
+  created_at: Timestamp
+}
+
+export interface OidcFlowsTable {
+  state_hash: string
+  provider: string
+  nonce: string
+  code_verifier: string
+  browser_hash: string
+  return_to: string
+  link_user_id: string | null
+  expires_at: Timestamp
+}
+
+export interface SignInCodesTable {
+  code_hash: string
+  user_id: string
+  provider: string
+  expires_at: Timestamp
+}
+
+export interface SecurityEventsTable {
+  id: ColumnType<string, never, never>
+  user_id: string
+  type: string
+  method: string | null
+  provider: string | null
+  address: string | null
+  user_agent: string | null
+  day: ColumnType<string, never, never>
+  count: Generated<number>
+  created_at: Generated<string>
+}
+
 export interface Database {
   users: UsersTable
   user_preferences: UserPreferencesTable
@@ -171,8 +236,16 @@ export interface Database {
   email_outbox: EmailOutboxTable
   email_tokens: EmailTokensTable
   idempotency_keys: IdempotencyKeysTable
+  sessions: SessionsTable
+  user_identities: UserIdentitiesTable
+  oidc_flows: OidcFlowsTable
+  sign_in_codes: SignInCodesTable
+  security_events: SecurityEventsTable
 }
 
 export type UserRow = Selectable<UsersTable>
 export type TaskRow = Selectable<TasksTable>
 export type PreferencesRow = Selectable<UserPreferencesTable>
+export type SessionRow = Selectable<SessionsTable>
+export type IdentityRow = Selectable<UserIdentitiesTable>
+export type SecurityEventRow = Selectable<SecurityEventsTable>

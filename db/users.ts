@@ -17,13 +17,19 @@ export const toUser = (row: UserRow): User => ({
 /** Emails are one account regardless of case or surrounding blanks. */
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase()
 
-/** Inserts the user and their default preferences row; run it inside a transaction. */
+/** Inserts the user and their default preferences row; run it inside a transaction. No password: an account made through a provider. */
 export async function createUserWithPreferences (
   db: Kysely<Database>,
-  user: { id: string, name: string | null, email: string, passwordHash: string }
+  user: { id: string, name: string | null, email: string, passwordHash: string | null, emailVerified?: boolean }
 ): Promise<UserRow> {
   const row = await db.insertInto('users')
-    .values({ id: user.id, name: user.name, email: user.email, password: user.passwordHash })
+    .values({
+      id: user.id,
+      name: user.name,
+      email: user.email,
+      password: user.passwordHash,
+      ...(user.emailVerified === true && { email_verified: sql<string>`now()` })
+    })
     .returningAll()
     .executeTakeFirstOrThrow()
   await db.insertInto('user_preferences').values({ user_id: user.id }).execute()
@@ -36,18 +42,41 @@ export function findUserByEmail (db: Kysely<Database>, email: string): Promise<U
 
 const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
 
-// The user a token names, unless that token was revoked: one round trip per
-// authenticated request, prepared once (db/engine/prepared.ts).
+// The user a token names, unless that token was revoked, with the token's session if it has
+// one: one round trip per authenticated request, prepared once (db/engine/prepared.ts).
 export const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
-  db.selectFrom('users').select(USER_COLUMNS)
-    .where('id', '=', p.userId)
+  db.selectFrom('users')
+    .leftJoin('sessions', (join) => join.onRef('sessions.user_id', '=', 'users.id').on('sessions.id', '=', p.jti))
+    .select(USER_COLUMNS.map((column) => `users.${column}` as const))
+    .select([
+      'sessions.id as session_id',
+      'sessions.ended_at as session_ended_at',
+      'sessions.last_seen_at as session_last_seen_at',
+      sql<string | null>`users.other_tokens_ended_at`.as('other_tokens_ended_at')
+    ])
+    .where('users.id', '=', p.userId)
     .where(({ not, exists, selectFrom }) => not(exists(
       selectFrom('revoked_tokens').select(sql`1`.as('one')).where('jti', '=', p.jti)
     ))))
 
-export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<UserRow | undefined> {
-  const [user] = await userForToken.run(db, { userId, jti })
-  return user
+/** What a token check learns in its one query. */
+export interface TokenHolder {
+  user: UserRow
+  /** The token's session; null for a token minted elsewhere (no row). */
+  session: { endedAt: string | null, lastSeenAt: string } | null
+  /** Tokens without a session issued before this second (whole seconds since the epoch) are void. */
+  earliestSessionlessIat: number
+}
+
+export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<TokenHolder | undefined> {
+  const [row] = await userForToken.run(db, { userId, jti })
+  if (row === undefined) return undefined
+  const { session_id: sessionId, session_ended_at: endedAt, session_last_seen_at: lastSeenAt, other_tokens_ended_at: othersEndedAt, ...user } = row
+  return {
+    user,
+    session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt! },
+    earliestSessionlessIat: othersEndedAt === null ? 0 : Math.floor(Date.parse(othersEndedAt) / 1000) + 1
+  }
 }
 
 /**

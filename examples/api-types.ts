@@ -41,6 +41,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/account/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's live sessions, newest first
+         * @description Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires (7 days), or the password changes. `current` marks the session of the token that asked. At most 100.
+         */
+        get: operations["listSessions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * End one of the caller's sessions
+         * @description Its token is refused (401) from then on, by every instance. Ending the current session also clears the `auth_token` cookie. An unknown, already ended, or another user's session is 404 `SESSION_NOT_FOUND`.
+         */
+        delete: operations["endSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/security-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What happened to the account in the last 90 days, newest first
+         * @description Sign-ins (method, address, user agent), failed password sign-ins (one event a day with its count), sign-outs, sessions ended, password and email changes, identity-provider sign-ins linked and unlinked. Paged by `limit` and `offset`.
+         */
+        get: operations["listSecurityEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/account/profile": {
         parameters: {
             query?: never;
@@ -240,6 +300,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/auth/logout-others": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign out every other session
+         * @description Ends every session of the caller but the one asking; their tokens are refused (401) from then on, by every instance. Tokens signed elsewhere with the documented claims end too; when the caller's own token is one, it becomes a session (method `external`) and stays.
+         */
+        post: operations["logoutOthers"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/billing-portal": {
         parameters: {
             query?: never;
@@ -404,7 +484,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -717,6 +797,76 @@ export interface components {
              */
             cancelUrl?: string;
         };
+        /**
+         * @description How the session began: a password sign-in, sign-up, a password reset, an identity provider (`provider` names it), or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session
+         * @enum {string}
+         */
+        SessionMethod: "password" | "registration" | "password-reset" | "provider" | "external";
+        Session: {
+            /** @description The session's id (its token's `jti`) */
+            id: string;
+            method: components["schemas"]["SessionMethod"];
+            /** @description The identity provider's id, for method `provider` */
+            provider: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description The last authenticated request, to the minute
+             */
+            lastSeenAt: string;
+            /** @description The client's address at sign-in */
+            address: string | null;
+            /** @description The client's User-Agent at sign-in, cut to 512 characters */
+            userAgent: string | null;
+            /** @description This is the session of the token that asked */
+            current: boolean;
+        };
+        SessionList: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Session"][];
+        };
+        /**
+         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's
+         * @enum {string}
+         */
+        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-changed" | "identity-linked" | "identity-unlinked";
+        SecurityEvent: {
+            id: string;
+            type: components["schemas"]["SecurityEventType"];
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /** @description For sign-ins: how (as a session's `method`) */
+            method: string | null;
+            /** @description The identity provider, for sign-ins through one and for linked or unlinked identities */
+            provider: string | null;
+            address: string | null;
+            userAgent: string | null;
+            /** @description How many times: above 1 only for `sign-in-failed` */
+            count: number;
+        };
+        SecurityEventList: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["SecurityEvent"][];
+            /** @description Present only when older events follow: the `offset` of the next page */
+            nextOffset?: number;
+        };
+        OthersEnded: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                /** @description Sessions ended (tokens signed elsewhere end too, uncounted) */
+                ended: number;
+            };
+        };
     };
     responses: {
         /** @description Validation failed, malformed JSON or a refused field or parameter */
@@ -773,8 +923,8 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description Conflict with the stored state */
-        Conflict: {
+        /** @description Not found */
+        NotFound: {
             headers: {
                 [name: string]: unknown;
             };
@@ -800,8 +950,8 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description Payment provider error */
-        BadGateway: {
+        /** @description Conflict with the stored state */
+        Conflict: {
             headers: {
                 [name: string]: unknown;
             };
@@ -809,8 +959,8 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description Not found */
-        NotFound: {
+        /** @description Payment provider error */
+        BadGateway: {
             headers: {
                 [name: string]: unknown;
             };
@@ -877,6 +1027,97 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listSessions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    endSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A session id from `GET /account/sessions` */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listSecurityEvents: {
+        parameters: {
+            query?: {
+                /** @description Page size */
+                limit?: number;
+                /** @description Events to skip */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SecurityEventList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -1242,6 +1483,34 @@ export interface operations {
                         success: true;
                         data: null;
                     };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    logoutOthers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OthersEnded"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -8,7 +8,7 @@ export interface MailContext {
 }
 
 export interface RenderedEmail {
-  kind: 'welcome' | 'email_verification' | 'password_reset' | 'password_changed' | 'email_changed'
+  kind: 'welcome' | 'email_verification' | 'password_reset' | 'password_changed' | 'email_changed' | 'welcome_verified' | 'sign_in_method'
   subject: string
   text: string
   html: string
@@ -63,3 +63,18 @@ export const emailChangedEmail = (ctx: MailContext, newEmail: string): RenderedE
   `The email address of your ${ctx.product} account was changed to ${newEmail}. Messages now go to the new address.`,
   'If this was not you, contact support at once.'
 ])
+
+/** A welcome for an account whose address its identity provider has verified: nothing to confirm. */
+export const welcomeVerifiedEmail = (ctx: MailContext, provider: string): RenderedEmail => render(ctx, 'welcome_verified', `Welcome to ${ctx.product}`, [
+  `Welcome to ${ctx.product}. Your account is ready; you signed up with ${provider}.`,
+  'If this was not you, contact support at once.'
+])
+
+/** A way to sign in was added to the account or removed from it (security notices, docs/sessions.md). */
+export const signInMethodEmail = (ctx: MailContext, change: 'added' | 'removed', what: string): RenderedEmail =>
+  render(ctx, 'sign_in_method', change === 'added' ? 'A new way to sign in was added' : 'A way to sign in was removed', [
+    change === 'added'
+      ? `${what} was added to your ${ctx.product} account as a way to sign in.`
+      : `${what} was removed from your ${ctx.product} account and no longer signs you in.`,
+    'If this was not you, change your password, sign out your other sessions and contact support at once.'
+  ])

@@ -11,7 +11,7 @@ import { queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/e
 import { findUserForEmailToken, insertEmailToken } from '../db/email-tokens.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
-  emailChangedEmail, passwordChangedEmail, passwordResetEmail, tokenLink, verificationEmail, welcomeEmail,
+  emailChangedEmail, passwordChangedEmail, passwordResetEmail, signInMethodEmail, tokenLink, verificationEmail, welcomeEmail, welcomeVerifiedEmail,
   type MailContext, type RenderedEmail
 } from './messages.js'
 
@@ -106,6 +106,18 @@ export class Outbox {
 
   async passwordChanged (user: Recipient): Promise<void> {
     await queueRendered(this.#db, user, user.email, passwordChangedEmail(this.#ctx))
+    this.#queued++
+  }
+
+  /** After sign-up through a provider that verified the address: a welcome without a link. */
+  async welcomeVerified (user: Recipient, provider: string): Promise<void> {
+    await queueRendered(this.#db, user, user.email, welcomeVerifiedEmail(this.#ctx, provider))
+    this.#queued++
+  }
+
+  /** A security notice: `what` (a provider's sign-in, later a second factor, a passkey, an API key) was added or removed. */
+  async signInMethod (user: Recipient, change: 'added' | 'removed', what: string): Promise<void> {
+    await queueRendered(this.#db, user, user.email, signInMethodEmail(this.#ctx, change, what))
     this.#queued++
   }
 

@@ -5,6 +5,7 @@ import fp from 'fastify-plugin'
 import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse } from '../schemas/billing.js'
 import { ErrorCode, ErrorResponse } from '../schemas/common.js'
 import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
+import { OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod } from '../schemas/sessions.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import { AuthResponse, EmailAddress, ForgotPasswordBody, LoginBody, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody, User, UserResponse, VerifyEmailBody } from '../schemas/users.js'
 
@@ -15,7 +16,8 @@ export const SHARED_SCHEMAS = [
   EmailAddress, User, UserResponse, AuthResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
   ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
-  SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody
+  SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
+  SessionMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded
 ]
 
 export default fp(async function sharedSchemas (fastify) {

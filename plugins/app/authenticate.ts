@@ -4,8 +4,11 @@ import { randomUUID } from 'node:crypto'
 import fp from 'fastify-plugin'
 import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
+import { touchSession } from '../../db/sessions.js'
 import { earliestTokenIat, findUserForToken } from '../../db/users.js'
-import type { UserRow } from '../../db/types.js'
+import type { SessionMethod, UserRow } from '../../db/types.js'
+import type { Client } from '../../accounts/limits.js'
+import type { PresentedToken } from '../../accounts/sessions.js'
 import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
 import { allowedOrigins } from '../../config.js'
 import { ForbiddenError, UnauthorizedError } from '../../errors.js'
@@ -19,11 +22,16 @@ declare module 'fastify' {
   }
   interface FastifyRequest {
     tokenClaims: VerifiedClaims | null
+    /** The presented token, once authenticated: its `jti`, expiry, and whether it has a session. */
+    presentedToken: PresentedToken | null
   }
   interface FastifyInstance {
     authenticate: onRequestHookHandler
-    /** Signs a token for the user and sets it as the auth cookie; returns it for the body. */
-    signIn: (reply: FastifyReply, user: UserRow) => string
+    /**
+     * Starts a session for the user, signs its token and sets it as the auth cookie; returns
+     * the token for the body.
+     */
+    signIn: (reply: FastifyReply, user: UserRow, how: { method: SessionMethod, client: Client, provider?: string }) => Promise<string>
     clearAuthCookie: (reply: FastifyReply) => void
   }
 }
@@ -41,6 +49,8 @@ function presentedToken (request: FastifyRequest): { token: string, from: 'heade
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 const PURGE_INTERVAL_MS = 10 * 60_000
+/** A session's "last seen" is written at most once a minute. */
+const LAST_SEEN_RESOLUTION_MS = 60_000
 
 export default fp(async function authenticate (fastify) {
   const secureCookie = new URL(fastify.config.http.apiUrl).protocol === 'https:'
@@ -48,6 +58,7 @@ export default fp(async function authenticate (fastify) {
 
   // @fastify/jwt already decorates request.tokenClaims (its decoratorName).
   fastify.decorateRequest('user', null as unknown as UserRow)
+  fastify.decorateRequest('presentedToken', null)
 
   const origins = new Set(allowedOrigins(fastify.config))
   // A browser sends the cookie along with requests other sites trigger; a header token it never sends
@@ -68,18 +79,30 @@ export default fp(async function authenticate (fastify) {
     } catch {
       throw new UnauthorizedError()
     }
-    const user = await findUserForToken(fastify.db, claims.sub, claims.jti)
+    const holder = await findUserForToken(fastify.db, claims.sub, claims.jti)
     // A deleted user, a revoked token, or a token from before a password change.
-    if (user === undefined || claims.iat < earliestTokenIat(user)) throw new UnauthorizedError()
-    request.user = user
+    if (holder === undefined || claims.iat < earliestTokenIat(holder.user)) throw new UnauthorizedError()
+    const { session } = holder
+    if (session === null) {
+      // Minted elsewhere with the documented claims: void once "sign out everywhere else" ran after it.
+      if (claims.iat < holder.earliestSessionlessIat) throw new UnauthorizedError()
+    } else {
+      if (session.endedAt !== null) throw new UnauthorizedError()
+      if (Date.now() - Date.parse(session.lastSeenAt) >= LAST_SEEN_RESOLUTION_MS) await touchSession(fastify.db, claims.jti)
+    }
+    request.user = holder.user
     request.tokenClaims = claims
+    request.presentedToken = { jti: claims.jti, exp: claims.exp, hasSession: session !== null }
   })
 
-  fastify.decorate('signIn', function (reply: FastifyReply, user: UserRow): string {
+  fastify.decorate('signIn', async function (reply: FastifyReply, user: UserRow, how: { method: SessionMethod, client: Client, provider?: string }): Promise<string> {
     // Exactly the claims of spec §5.1 plus `jti`, so other holders of the secret can read and
     // sign the same tokens. Within the second of a password change, `iat` is the next second.
     const iat = Math.max(Math.floor(Date.now() / 1000), earliestTokenIat(user))
-    const token = fastify.jwt.sign({ sub: user.id, email: user.email, jti: randomUUID(), iat })
+    const jti = randomUUID()
+    // The session outlives its token by a minute: its row, ended or not, is never purged while the token works.
+    await fastify.sessions.start({ id: jti, userId: user.id, ...how, expiresAt: new Date((iat + TOKEN_LIFETIME_SECONDS + 60) * 1000) })
+    const token = fastify.jwt.sign({ sub: user.id, email: user.email, jti, iat })
     reply.setCookie(AUTH_COOKIE, token, { ...cookieOptions, maxAge: TOKEN_LIFETIME_SECONDS })
     return token
   })
@@ -109,4 +132,4 @@ export default fp(async function authenticate (fastify) {
       fastify.log.warn({ err }, 'purging expired revocations failed: trying again later')
     }
   })
-}, { name: 'authenticate', dependencies: ['db', 'scheduler', '@fastify/jwt', '@fastify/cookie'] })
+}, { name: 'authenticate', dependencies: ['db', 'scheduler', 'sessions', '@fastify/jwt', '@fastify/cookie'] })

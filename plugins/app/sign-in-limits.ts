@@ -22,7 +22,11 @@ export const DEVICE_COOKIE = 'sign_in_device'
 const DEVICE_COOKIE_MAX_AGE_SECONDS = 180 * 24 * 60 * 60
 
 /** The facts about a request's client that the limits read. */
-export const clientOf = (request: FastifyRequest): Client => ({ address: request.ip, deviceCookie: request.cookies[DEVICE_COOKIE] })
+export const clientOf = (request: FastifyRequest): Client => ({
+  address: request.ip,
+  deviceCookie: request.cookies[DEVICE_COOKIE],
+  userAgent: request.headers['user-agent']?.slice(0, 512)
+})
 
 const INCREMENT = `local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end

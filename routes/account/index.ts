@@ -1,4 +1,4 @@
-// The caller's profile, and account deletion.
+// The caller's profile, and account deletion; sessions and security events in ./sessions.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { deleteUser, toUser } from '../../db/users.js'
 import { clientOf } from '../../plugins/app/sign-in-limits.js'
@@ -7,6 +7,7 @@ import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { assertPasswordFits, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
+import sessions from './sessions.js'
 
 /** The rules of a profile change JSON Schema cannot express: which fields go together, and the new password's bytes. */
 function parseProfileChange (body: ProfileUpdateBody): ProfileUpdateBody {
@@ -20,6 +21,7 @@ function parseProfileChange (body: ProfileUpdateBody): ProfileUpdateBody {
 
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
   const { accounts, db } = fastify
+  await fastify.register(sessions)
 
   fastify.get('/profile', {
     schema: {
@@ -44,7 +46,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
     const { user, deviceCookie, passwordChanged } = await accounts.changeProfile(clientOf(request), request.user, parseProfileChange(request.body))
     // The auth cookie first: clients that read one Set-Cookie find the token.
-    const token = passwordChanged ? fastify.signIn(reply, user) : undefined
+    const token = passwordChanged ? await fastify.signIn(reply, user, { method: 'password', client: clientOf(request) }) : undefined
     if (deviceCookie !== undefined) fastify.rememberDevice(reply, deviceCookie)
     return { success: true as const, data: toUser(user), ...(token !== undefined && { token }) }
   }

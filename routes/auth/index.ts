@@ -1,14 +1,14 @@
 // Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { revokeToken } from '../../db/revoked-tokens.js'
 import { toUser } from '../../db/users.js'
 import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
+import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
 import recovery from './recovery.js'
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
-  const { accounts, db } = fastify
+  const { accounts } = fastify
   await fastify.register(recovery)
 
   fastify.post('/register', {
@@ -27,7 +27,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     assertPasswordFits(request.body.password, 'password')
     const { user, deviceCookie } = await accounts.register(clientOf(request), request.body)
     // The auth cookie first: clients that read one Set-Cookie find the token.
-    const token = fastify.signIn(reply, user)
+    const token = await fastify.signIn(reply, user, { method: 'registration', client: clientOf(request) })
     fastify.rememberDevice(reply, deviceCookie)
     return reply.code(201).send({ success: true, token, user: toUser(user) })
   })
@@ -48,7 +48,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password', 'INVALID_INPUT')
     const { user, deviceCookie } = await accounts.logIn(clientOf(request), request.body)
-    const token = fastify.signIn(reply, user)
+    const token = await fastify.signIn(reply, user, { method: 'password', client: clientOf(request) })
     fastify.rememberDevice(reply, deviceCookie)
     return { success: true as const, token, user: toUser(user) }
   })
@@ -70,10 +70,24 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: NullSuccess }
     }
   }, async (request, reply) => {
-    const claims = request.tokenClaims!
-    await revokeToken(db, { jti: claims.jti, userId: request.user.id, expiresAt: new Date(claims.exp * 1000) })
+    await fastify.sessions.signOut(request.user.id, request.presentedToken!, clientOf(request))
     fastify.clearAuthCookie(reply)
     return { success: true as const, data: null }
+  })
+
+  fastify.post('/logout-others', {
+    schema: {
+      tags: ['auth'],
+      operationId: 'logoutOthers',
+      summary: 'Sign out every other session',
+      description: 'Ends every session of the caller but the one asking; their tokens are refused (401) from then on, by every instance. ' +
+        'Tokens signed elsewhere with the documented claims end too; when the caller\'s own token is one, it becomes a session ' +
+        '(method `external`) and stays.',
+      response: { 200: ref(OthersEnded) }
+    }
+  }, async (request) => {
+    const ended = await fastify.sessions.endOthers(request.user.id, request.presentedToken!, clientOf(request))
+    return { success: true as const, data: { ended } }
   })
 }
 

@@ -44,7 +44,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password')
     const { user, deviceCookie } = await accounts.resetPassword(clientOf(request), request.body)
-    const token = fastify.signIn(reply, user)
+    const token = await fastify.signIn(reply, user, { method: 'password-reset', client: clientOf(request) })
     fastify.rememberDevice(reply, deviceCookie)
     return { success: true as const, token, user: toUser(user) }
   })

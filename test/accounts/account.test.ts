@@ -236,7 +236,7 @@ t.test('PATCH /account/profile: a password change rotates the token', async (t) 
 
   const after = await userRow(app.db, user.id)
   t.not(after.password, before.password, 'the hash changed')
-  t.notOk(after.password.includes('the second password'), 'the plain password is not stored')
+  t.notOk(after.password!.includes('the second password'), 'the plain password is not stored')
   t.ok(Date.parse(after.updated_at) > Date.parse(before.updated_at), 'updated_at moved')
   t.equal(body.data.updatedAt, after.updated_at)
 

@@ -7,6 +7,7 @@ import { memoryCounters, signInLimits, deviceKeyFrom, type Client } from '../../
 import { outboxMail } from '../../accounts/mail.js'
 import { MailQueue } from '../../mail/queue.js'
 import { accountService } from '../../accounts/service.js'
+import { sessionService } from '../../accounts/sessions.js'
 import { createDatabase } from '../../db/engine/connect.js'
 import type { Database } from '../../db/types.js'
 import { migrateToLatest } from '../../db/engine/migrate.js'
@@ -79,7 +80,8 @@ function serviceWith (limits = limitsOf(3)) {
     wake: () => { sent.wakes++ },
     inBackground: (_what: string, work: () => Promise<unknown>) => { sent.background.push(work()) }
   }
-  return { accounts: accountService({ db, passwords, limits, mail: outboxMail(new MailQueue(db, context, sender)) }), sent }
+  const sessions = sessionService({ db, warn: (err) => { throw err } })
+  return { accounts: accountService({ db, passwords, limits, mail: outboxMail(new MailQueue(db, context, sender)), sessions }), sent }
 }
 
 const outboxOf = async (userId: string) =>

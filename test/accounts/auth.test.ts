@@ -128,7 +128,7 @@ t.test('POST /auth/register', async (t) => {
     t.equal(row.name, ada.name)
     t.not(row.password, ada.password)
     t.match(row.password, /^\$2[aby]\$04\$[./A-Za-z0-9]{53}$/)
-    t.ok(await bcrypt.compare(ada.password, row.password), 'the hash is of the submitted password')
+    t.ok(await bcrypt.compare(ada.password, row.password!), 'the hash is of the submitted password')
     t.equal(body.user.createdAt, row.created_at)
     t.equal(body.user.updatedAt, row.updated_at)
 

@@ -1,0 +1,121 @@
+// Sessions users can see and end, and the security-events feed (docs/sessions.md). Every
+// sign-in starts a session keyed by its token's `jti` and records a "sign-in" event in the
+// same transaction; ending one marks its row, which the token check (db/users.ts) reads on the
+// query that loads the user, so an ended session is refused at once by every instance.
+// No Fastify here: the client comes in as plain facts.
+import type { Kysely } from 'kysely'
+import { listSecurityEvents, recordFailedSignIn, recordSecurityEvent } from '../db/security-events.js'
+import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions } from '../db/sessions.js'
+import { revokeToken } from '../db/revoked-tokens.js'
+import type { Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
+import { SessionNotFoundError } from '../errors.js'
+import type { Client } from './limits.js'
+
+/** The most sessions a list shows (a user has far fewer live ones). */
+export const MAX_LISTED_SESSIONS = 100
+
+/** The presented token, as far as sessions care. */
+export interface PresentedToken {
+  jti: string
+  /** Its expiry, whole seconds since the epoch. */
+  exp: number
+  /** False for a token minted elsewhere with the documented claims (no session row). */
+  hasSession: boolean
+}
+
+export interface SessionStart {
+  id: string
+  userId: string
+  method: SessionMethod
+  provider?: string
+  client: Client
+  expiresAt: Date
+}
+
+export interface Sessions {
+  /** A new session and its "sign-in" event, in one transaction. */
+  start: (session: SessionStart) => Promise<void>
+  /** The user's live sessions, newest first. */
+  list: (userId: string) => Promise<SessionRow[]>
+  /** 404 SESSION_NOT_FOUND unless `id` is a live session of the user. */
+  end: (userId: string, id: string, client: Client) => Promise<void>
+  /**
+   * Ends every session of the user but the presented token's, and every token minted
+   * elsewhere: a presented token without a session becomes one, so it survives. How many ended.
+   */
+  endOthers: (userId: string, current: PresentedToken, client: Client) => Promise<number>
+  /** Sign-out: the presented token's session ends, and its `jti` is revoked whatever it was. */
+  signOut: (userId: string, current: PresentedToken, client: Client) => Promise<void>
+  /** A failed sign-in on an existing account, counted per day; never fails the caller. */
+  failedSignIn: (userId: string, client: Client) => void
+  /** The last 90 days of events, newest first; `more` when another page follows. */
+  events: (userId: string, page: { limit: number, offset: number }) => Promise<{ events: SecurityEventRow[], more: boolean }>
+}
+
+export interface SessionDependencies {
+  db: Kysely<Database>
+  /** Where a failure of background bookkeeping is reported. */
+  warn: (err: unknown, message: string) => void
+}
+
+const clientFacts = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
+
+export function sessionService ({ db, warn }: SessionDependencies): Sessions {
+  return {
+    async start (session) {
+      await db.transaction().execute(async (tx) => {
+        await createSession(tx, {
+          id: session.id,
+          userId: session.userId,
+          method: session.method,
+          provider: session.provider,
+          ...clientFacts(session.client),
+          expiresAt: session.expiresAt
+        })
+        await recordSecurityEvent(tx, { userId: session.userId, type: 'sign-in', method: session.method, provider: session.provider, ...clientFacts(session.client) })
+      })
+    },
+
+    list: (userId) => listLiveSessions(db, userId, MAX_LISTED_SESSIONS),
+
+    async end (userId, id, client) {
+      const ended = await db.transaction().execute(async (tx) => {
+        if (!await endSession(tx, userId, id)) return false
+        await recordSecurityEvent(tx, { userId, type: 'session-ended', ...clientFacts(client) })
+        return true
+      })
+      if (!ended) throw new SessionNotFoundError()
+    },
+
+    endOthers (userId, current, client) {
+      return db.transaction().execute(async (tx) => {
+        if (!current.hasSession) {
+          await createSession(tx, { id: current.jti, userId, method: 'external', ...clientFacts(client), expiresAt: new Date(current.exp * 1000 + 60_000) })
+        }
+        const ended = await endSessions(tx, userId, current.jti)
+        await endOtherTokens(tx, userId, new Date())
+        await recordSecurityEvent(tx, { userId, type: 'other-sessions-ended', ...clientFacts(client) })
+        return ended
+      })
+    },
+
+    async signOut (userId, current, client) {
+      await db.transaction().execute(async (tx) => {
+        await revokeToken(tx, { jti: current.jti, userId, expiresAt: new Date(current.exp * 1000) })
+        if (current.hasSession && await endSession(tx, userId, current.jti)) {
+          await recordSecurityEvent(tx, { userId, type: 'signed-out', ...clientFacts(client) })
+        }
+      })
+    },
+
+    failedSignIn (userId, client) {
+      recordFailedSignIn(db, { userId, method: 'password', ...clientFacts(client) })
+        .catch((err: unknown) => warn(err, 'recording a failed sign-in failed'))
+    },
+
+    async events (userId, page) {
+      const rows = await listSecurityEvents(db, userId, page)
+      return { events: rows.slice(0, page.limit), more: rows.length > page.limit }
+    }
+  }
+}

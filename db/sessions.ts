@@ -1,0 +1,85 @@
+// Sessions: one row per sign-in, keyed by its token's `jti`. An ended row stays until its
+// token would have expired anyway, so that token is still known, and refused.
+import { sql, type Kysely } from 'kysely'
+import type { Database, SessionMethod, SessionRow } from './types.js'
+
+export interface NewSession {
+  id: string
+  userId: string
+  method: SessionMethod
+  provider?: string | null
+  address: string | null
+  userAgent: string | null
+  expiresAt: Date
+}
+
+export async function createSession (db: Kysely<Database>, session: NewSession): Promise<void> {
+  await db.insertInto('sessions')
+    .values({
+      id: session.id,
+      user_id: session.userId,
+      method: session.method,
+      provider: session.provider ?? null,
+      address: session.address,
+      user_agent: session.userAgent,
+      expires_at: session.expiresAt
+    })
+    .onConflict((oc) => oc.column('id').doNothing())
+    .execute()
+}
+
+/** Last seen now, unless it was seen within the minute: at most one write a minute per session. */
+export async function touchSession (db: Kysely<Database>, id: string): Promise<void> {
+  await db.updateTable('sessions')
+    .set({ last_seen_at: sql`now()` })
+    .where('id', '=', id)
+    .where('last_seen_at', '<', sql<string>`now() - interval '1 minute'`)
+    .execute()
+}
+
+/** The user's sessions that still work, newest first. */
+export function listLiveSessions (db: Kysely<Database>, userId: string, limit: number): Promise<SessionRow[]> {
+  return db.selectFrom('sessions').selectAll()
+    .where('user_id', '=', userId)
+    .where('ended_at', 'is', null)
+    .where('expires_at', '>', sql<string>`now()`)
+    .orderBy('created_at', 'desc')
+    .orderBy('id')
+    .limit(limit)
+    .execute()
+}
+
+/** Ends one live session of the user; false when there is none by that id. */
+export async function endSession (db: Kysely<Database>, userId: string, id: string): Promise<boolean> {
+  const result = await db.updateTable('sessions')
+    .set({ ended_at: sql`now()` })
+    .where('id', '=', id)
+    .where('user_id', '=', userId)
+    .where('ended_at', 'is', null)
+    .where('expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
+}
+
+/** Ends every live session of the user but `exceptId` (every one when it is undefined); how many ended. */
+export async function endSessions (db: Kysely<Database>, userId: string, exceptId?: string): Promise<number> {
+  let update = db.updateTable('sessions')
+    .set({ ended_at: sql`now()` })
+    .where('user_id', '=', userId)
+    .where('ended_at', 'is', null)
+    .where('expires_at', '>', sql<string>`now()`)
+  if (exceptId !== undefined) update = update.where('id', '<>', exceptId)
+  const result = await update.executeTakeFirst()
+  return Number(result.numUpdatedRows)
+}
+
+/** Tokens without a session row issued before `at` stop working (see earliestTokenIat). */
+export async function endOtherTokens (db: Kysely<Database>, userId: string, at: Date): Promise<void> {
+  await db.updateTable('users').set({ other_tokens_ended_at: at }).where('id', '=', userId).execute()
+}
+
+/** Sessions whose tokens have expired: a job of plugins/app/sessions.ts. */
+export async function purgeExpiredSessions (db: Kysely<Database>): Promise<number> {
+  const result = await db.deleteFrom('sessions').where('expires_at', '<', sql<string>`now()`).executeTakeFirst()
+  return Number(result.numDeletedRows)
+}

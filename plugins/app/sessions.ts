@@ -1,0 +1,29 @@
+// The sessions service (accounts/sessions.ts) for the auth and account routes, and the purges
+// of what outlived its use: sessions whose tokens have expired, security events past 90 days.
+import fp from 'fastify-plugin'
+import { sessionService, type Sessions } from '../../accounts/sessions.js'
+import { purgeOldSecurityEvents } from '../../db/security-events.js'
+import { purgeExpiredSessions } from '../../db/sessions.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    sessions: Sessions
+  }
+}
+
+const PURGE_INTERVAL_MS = 10 * 60_000
+
+export default fp(async function sessions (fastify) {
+  const { db, log } = fastify
+  fastify.decorate('sessions', sessionService({ db, warn: (err, message) => log.warn({ err }, message) }))
+
+  fastify.jobs.every('sessions.purge', PURGE_INTERVAL_MS, async () => {
+    try {
+      const sessions = await purgeExpiredSessions(db)
+      const events = await purgeOldSecurityEvents(db)
+      if (sessions + events > 0) log.info({ sessions, events }, 'expired sessions and old security events purged')
+    } catch (err) {
+      log.warn({ err }, 'purging sessions and security events failed: trying again later')
+    }
+  })
+}, { name: 'sessions', dependencies: ['db', 'scheduler'] })

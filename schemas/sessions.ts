@@ -1,0 +1,69 @@
+// Sessions and the security-events feed (docs/sessions.md).
+import { Type, type Static } from 'typebox'
+import { Nullable, ref, Timestamp } from './common.js'
+
+export const SessionMethod = Type.Enum(['password', 'registration', 'password-reset', 'provider', 'external'], {
+  $id: 'SessionMethod',
+  type: 'string',
+  description: 'How the session began: a password sign-in, sign-up, a password reset, an identity provider (`provider` names it), ' +
+    'or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session'
+})
+
+export const Session = Type.Object({
+  id: Type.String({ description: 'The session\'s id (its token\'s `jti`)' }),
+  method: ref(SessionMethod),
+  provider: Nullable(Type.String(), 'The identity provider\'s id, for method `provider`'),
+  createdAt: Timestamp,
+  lastSeenAt: { ...Timestamp, description: 'The last authenticated request, to the minute' },
+  address: Nullable(Type.String(), 'The client\'s address at sign-in'),
+  userAgent: Nullable(Type.String(), 'The client\'s User-Agent at sign-in, cut to 512 characters'),
+  current: Type.Boolean({ description: 'This is the session of the token that asked' })
+}, { $id: 'Session', additionalProperties: false })
+export type Session = Static<typeof Session>
+
+export const SessionList = Type.Object({
+  success: Type.Literal(true),
+  data: Type.Array(ref(Session))
+}, { $id: 'SessionList' })
+
+export const SessionParams = Type.Object({
+  id: Type.String({ minLength: 1, maxLength: 255, description: 'A session id from `GET /account/sessions`' })
+}, { additionalProperties: false })
+
+export const SecurityEventType = Type.Enum([
+  'sign-in', 'sign-in-failed', 'signed-out', 'session-ended', 'other-sessions-ended', 'password-changed', 'email-changed',
+  'identity-linked', 'identity-unlinked'
+], {
+  $id: 'SecurityEventType',
+  type: 'string',
+  description: 'What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure\'s'
+})
+
+export const SecurityEvent = Type.Object({
+  id: Type.String(),
+  type: ref(SecurityEventType),
+  createdAt: Timestamp,
+  method: Nullable(Type.String(), 'For sign-ins: how (as a session\'s `method`)'),
+  provider: Nullable(Type.String(), 'The identity provider, for sign-ins through one and for linked or unlinked identities'),
+  address: Nullable(Type.String()),
+  userAgent: Nullable(Type.String()),
+  count: Type.Integer({ minimum: 1, description: 'How many times: above 1 only for `sign-in-failed`' })
+}, { $id: 'SecurityEvent', additionalProperties: false })
+export type SecurityEvent = Static<typeof SecurityEvent>
+
+export const SecurityEventsQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Page size' })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, default: 0, description: 'Events to skip' }))
+}, { additionalProperties: false })
+export type SecurityEventsQuery = Static<typeof SecurityEventsQuery>
+
+export const SecurityEventList = Type.Object({
+  success: Type.Literal(true),
+  data: Type.Array(ref(SecurityEvent)),
+  nextOffset: Type.Optional(Type.Integer({ minimum: 1, description: 'Present only when older events follow: the `offset` of the next page' }))
+}, { $id: 'SecurityEventList' })
+
+export const OthersEnded = Type.Object({
+  success: Type.Literal(true),
+  data: Type.Object({ ended: Type.Integer({ minimum: 0, description: 'Sessions ended (tokens signed elsewhere end too, uncounted)' }) })
+}, { $id: 'OthersEnded' })
