@@ -54,6 +54,34 @@ export async function resetPassword (baseUrl: string, token: string, password: s
   return { token: data.token, user: data.user }
 }
 
+/** After a provider sign-in the web client lands on `returnTo?signin=<code>`: the code, exchanged within 60 s, signs in. */
+export async function exchangeSignInCode (baseUrl: string, code: string) {
+  const { data, error } = await apiClient(baseUrl).POST('/auth/providers/exchange', { body: { code } })
+  if (error) throw new Error(`sign-in code: ${error.code}`)
+  return { token: data.token, user: data.user }
+}
+
+/** Where the account is signed in, sign out everywhere else, and what happened to it lately. */
+export async function securityCheckup (baseUrl: string, token: string) {
+  const api = apiClient(baseUrl, token)
+  const sessions = await api.GET('/account/sessions')
+  if (sessions.error) throw new Error(`sessions: ${sessions.error.code}`)
+  const others = sessions.data.data.filter((session) => !session.current)
+  const ended = await api.POST('/auth/logout-others')
+  if (ended.error) throw new Error(`sign out others: ${ended.error.code}`)
+  const events = await api.GET('/account/security-events', { params: { query: { limit: 20 } } })
+  if (events.error) throw new Error(`security events: ${events.error.code}`)
+  const providers = await api.GET('/auth/providers')
+  if (providers.error) throw new Error(`providers: ${providers.error.code}`)
+  return {
+    current: sessions.data.data.find((session) => session.current),
+    others,
+    ended: ended.data.data.ended,
+    events: events.data.data,
+    providers: providers.data.data
+  }
+}
+
 // `npx tsx examples/client.ts http://127.0.0.1:3002 price_…` against a running server.
 if (import.meta.url === `file://${process.argv[1]}`) {
   const [baseUrl = 'http://127.0.0.1:3002', priceId = 'price_pro_monthly'] = process.argv.slice(2)

@@ -1,7 +1,7 @@
 // The typed example client (examples/client.ts, generated from openapi.json) against the
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
-import { forgotPassword, resetPassword, walkthrough } from '../../examples/client.js'
+import { exchangeSignInCode, forgotPassword, resetPassword, securityCheckup, walkthrough } from '../../examples/client.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
@@ -46,4 +46,13 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
   const reset = await resetPassword(server.base, mail.token!, 'a new horse battery')
   t.equal(reset.user.id, result.user.id)
   await t.rejects(resetPassword(server.base, mail.token!, 'once more please'), /RESET_TOKEN_INVALID/)
+
+  // Sessions and the security feed through the same client: the reset signed in anew.
+  const checkup = await securityCheckup(server.base, reset.token)
+  t.match(checkup.current, { method: 'password-reset', current: true })
+  t.same(checkup.others, [], 'the reset ended every older session')
+  t.equal(checkup.ended, 0)
+  t.same(checkup.events.slice(0, 3).map((event) => event.type), ['other-sessions-ended', 'sign-in', 'password-changed'])
+  t.same(checkup.providers, [], 'no identity provider configured')
+  await t.rejects(exchangeSignInCode(server.base, 'not-a-code'), /SIGN_IN_CODE_INVALID/)
 })

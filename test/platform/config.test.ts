@@ -60,3 +60,22 @@ t.test('traces go where the OpenTelemetry variables say; neither endpoint set: t
   t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).tracing.serviceName, 'task-subscription-backend')
   t.equal(refusal({ OTEL_EXPORTER_OTLP_ENDPOINT: 'collector:4318' }), 'Invalid configuration: OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL')
 })
+
+t.test('OIDC_PROVIDERS: each id\'s own variables, checked at start-up', async (t) => {
+  const google = { OIDC_GOOGLE_ISSUER: 'https://accounts.google.com', OIDC_GOOGLE_CLIENT_ID: 'client-1', OIDC_GOOGLE_CLIENT_SECRET: 'secret-1' }
+  t.same(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }).identityProviders, [], 'none by default')
+  const okta = { OIDC_MY_OKTA_ISSUER: 'https://example.okta.com', OIDC_MY_OKTA_CLIENT_ID: 'client-2', OIDC_MY_OKTA_CLIENT_SECRET: 'secret-2', OIDC_MY_OKTA_NAME: 'Company SSO' }
+  t.same(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, OIDC_PROVIDERS: 'google, my-okta', ...google, ...okta }).identityProviders, [
+    { id: 'google', name: 'Google', issuer: 'https://accounts.google.com', clientId: 'client-1', clientSecret: 'secret-1' },
+    { id: 'my-okta', name: 'Company SSO', issuer: 'https://example.okta.com', clientId: 'client-2', clientSecret: 'secret-2' }
+  ], 'in order, a dash read as _ in the names, the display name defaulting to the id capitalised')
+  const refused = (env: Record<string, string>, message: RegExp, what: string) =>
+    t.throws(() => loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, OIDC_PROVIDERS: 'google', ...google, ...env }), message, what)
+  refused({ OIDC_GOOGLE_CLIENT_SECRET: '' }, /^Invalid configuration: OIDC_GOOGLE_CLIENT_SECRET is required for provider google/, 'a missing secret')
+  refused({ OIDC_GOOGLE_ISSUER: 'http://idp.example.com' }, /OIDC_GOOGLE_ISSUER must be an https URL/, 'plain http to another host')
+  refused({ OIDC_GOOGLE_ISSUER: 'not a url' }, /OIDC_GOOGLE_ISSUER must be a URL/, 'not a URL')
+  refused({ OIDC_PROVIDERS: 'google,google' }, /names "google" twice/, 'twice')
+  refused({ OIDC_PROVIDERS: 'Google' }, /OIDC_PROVIDERS must be provider ids/, 'upper case')
+  t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, OIDC_PROVIDERS: 'google', ...google, OIDC_GOOGLE_ISSUER: 'http://127.0.0.1:9000' }).identityProviders[0]!.issuer,
+    'http://127.0.0.1:9000', 'http on this machine (tests, development)')
+})
