@@ -107,6 +107,16 @@ async function launch (t: Test): Promise<{ context: BrowserContext, page: Page }
   return { context, page }
 }
 
+/** Waits until the tab is at a URL `arrived` accepts; a failure names where the browser stopped and what it showed. */
+async function arrive (page: Page, arrived: (url: URL) => boolean, what: string): Promise<void> {
+  try {
+    await page.waitForURL(arrived, { timeout: 15_000 })
+  } catch {
+    const shown = await page.locator('body').innerText().catch(() => '')
+    throw new Error(`the browser never reached ${what}: it stopped at ${page.url()} showing ${JSON.stringify(shown.slice(0, 300))}`)
+  }
+}
+
 t.test('a browser signs in through the provider, lands signed in, and signs in again as the same user', async (t) => {
   const subject = 'browser-user-1'
   const email = uniqueEmail('oidc-browser')
@@ -150,13 +160,13 @@ t.test('a browser signs in through the provider, lands signed in, and signs in a
     await page.goto(app)
     await page.getByRole('link', { name: 'Sign in with Test' }).click()
     // The provider asks who you are unless its own session remembers you.
-    await page.waitForURL((url) => url.origin === app || (url.origin === idp.issuer && url.pathname.startsWith('/interaction/')))
+    await arrive(page, (url) => url.origin === app || (url.origin === idp.issuer && url.pathname.startsWith('/interaction/')), 'the provider\'s sign-in form or the web client')
     const askedForSubject = new URL(page.url()).origin === idp.issuer
     if (askedForSubject) {
       await page.getByLabel('Subject').fill(subject)
       await page.getByRole('button', { name: 'Sign in' }).click()
     }
-    await page.waitForURL((url) => url.origin === app && url.pathname === '/signed-in')
+    await arrive(page, (url) => url.origin === app && url.pathname === '/signed-in', `${app}/signed-in`)
     const result = page.locator('#result[data-state]')
     await result.waitFor({ timeout: 15_000 })
     return {
