@@ -72,6 +72,10 @@ export const ConfigSchema = Type.Object({
   // again after PAYMENT_ACTION_RETRY_BASE_MS, doubling up to an hour, for up to 7 days.
   PAYMENT_ACTION_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 10_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
   CORS_ORIGINS: Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' }),
+  // Sign-in through OpenID Connect providers (docs/identity-providers.md): their ids,
+  // comma-separated; each id's OIDC_<ID>_ISSUER, OIDC_<ID>_CLIENT_ID and OIDC_<ID>_CLIENT_SECRET
+  // (and optional OIDC_<ID>_NAME) are read by loadConfig. Empty: no provider sign-in.
+  OIDC_PROVIDERS: Type.String({ default: '', pattern: '^[a-z0-9, -]*$', errorMessage: 'must be provider ids (a-z, 0-9, -), comma-separated' }),
   // Which peers' X-Forwarded-For is believed (trustProxy below): none, the nearest N hops, or
   // peers at these addresses or CIDRs (also loopback, linklocal, uniquelocal). `true` trusts
   // every entry, the client's own included, and is refused in production.
@@ -175,6 +179,8 @@ export interface AppConfig {
     preparedStatements: boolean
     pooler: 'none' | 'transaction'
   }
+  /** OpenID Connect providers users may sign in with, in the order OIDC_PROVIDERS names them. */
+  identityProviders: IdentityProviderConfig[]
   auth: {
     /** Always set: from AUTH_JWT_SECRET or, outside production, generated and kept in DATA_DIR. */
     jwtSecret: string
@@ -230,6 +236,16 @@ export interface AppConfig {
   }
 }
 
+export interface IdentityProviderConfig {
+  /** Ours: in URLs (`/auth/providers/<id>/…`) and in OIDC_<ID>_* names. */
+  id: string
+  /** For display: OIDC_<ID>_NAME, or the id capitalised. */
+  name: string
+  issuer: string
+  clientId: string
+  clientSecret: string
+}
+
 export class ConfigError extends Error {
   override name = 'ConfigError'
 }
@@ -263,10 +279,42 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
     throw new ConfigError('Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
   }
   checkTrustProxy(raw)
-  return grouped(raw)
+  return { ...grouped(raw), identityProviders: identityProviders(raw.OIDC_PROVIDERS, data) }
 }
 
-function grouped (raw: RawConfig): AppConfig {
+const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost'])
+
+/** Each provider OIDC_PROVIDERS names, from its own OIDC_<ID>_* variables; a missing or bad one stops start-up naming it. */
+function identityProviders (ids: string, env: Record<string, string | undefined>): IdentityProviderConfig[] {
+  const providers: IdentityProviderConfig[] = []
+  for (const id of list(ids)) {
+    if (!/^[a-z][a-z0-9-]{0,31}$/.test(id)) throw new ConfigError(`Invalid configuration: OIDC_PROVIDERS names "${id}": an id is a lower-case letter, then up to 31 letters, digits or dashes`)
+    if (providers.some((p) => p.id === id)) throw new ConfigError(`Invalid configuration: OIDC_PROVIDERS names "${id}" twice`)
+    const prefix = `OIDC_${id.toUpperCase().replaceAll('-', '_')}_`
+    const need = (name: string): string => {
+      const value = env[prefix + name]
+      if (value === undefined || value.trim() === '') throw new ConfigError(`Invalid configuration: ${prefix}${name} is required for provider ${id} (OIDC_PROVIDERS)`)
+      return value.trim()
+    }
+    const issuer = need('ISSUER')
+    let url: URL
+    try {
+      url = new URL(issuer)
+    } catch {
+      throw new ConfigError(`Invalid configuration: ${prefix}ISSUER must be a URL`)
+    }
+    // Plain http only to a provider on this machine (tests, local development).
+    if (url.protocol !== 'https:' && !(url.protocol === 'http:' && LOOPBACK.has(url.hostname))) {
+      throw new ConfigError(`Invalid configuration: ${prefix}ISSUER must be an https URL (http only on this machine)`)
+    }
+    const name = env[`${prefix}NAME`]?.trim() || id.charAt(0).toUpperCase() + id.slice(1)
+    if (name.length > 64) throw new ConfigError(`Invalid configuration: ${prefix}NAME must be at most 64 characters`)
+    providers.push({ id, name, issuer, clientId: need('CLIENT_ID'), clientSecret: need('CLIENT_SECRET') })
+  }
+  return providers
+}
+
+function grouped (raw: RawConfig): Omit<AppConfig, 'identityProviders'> {
   return {
     nodeEnv: raw.NODE_ENV,
     production: raw.NODE_ENV === 'production',

@@ -101,6 +101,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/account/identities/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Link an identity provider's sign-in to the account: the URL to send the browser to
+         * @description Starts the flow of GET /auth/providers/{id}/start bound to the caller, and sets its browser cookie (so the API's cookies must reach it: the same site as the web client, as for the `auth_token` cookie). When the provider sends the browser back, the identity is linked and the browser lands on `returnTo?linked=<provider>` (`returnTo` as for the sign-in; default APP_URL), or `returnTo?error=IDENTITY_IN_USE` when it signs in another account (other errors as for sign-in). A notice is emailed. Unknown provider: 404 `PROVIDER_NOT_FOUND`; a provider that cannot be reached: 503.
+         */
+        post: operations["startIdentityLink"];
+        /**
+         * Unlink an identity provider from the account
+         * @description Refused with 409 `LAST_SIGN_IN_METHOD` when the account has no password and no other identity. Another user's or an unknown identity: 404 `IDENTITY_NOT_FOUND`. A notice is emailed.
+         */
+        delete: operations["unlinkIdentity"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/identities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The identity providers that sign the account in */
+        get: operations["listIdentities"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/account/profile": {
         parameters: {
             query?: never;
@@ -220,6 +261,83 @@ export interface paths {
          * @description Queues a verification email to the caller's address; 409 `EMAIL_ALREADY_VERIFIED` when it is verified already. Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).
          */
         post: operations["sendVerificationEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/providers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The identity providers one can sign in with */
+        get: operations["listProviders"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/providers/{id}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign in with an identity provider: redirects the browser to it
+         * @description Open in the browser (a navigation, not a fetch). Redirects (302) to the provider's sign-in page: OpenID Connect authorization code flow with PKCE (S256), `state` and `nonce`, kept server-side for 10 minutes and bound to this browser by an httpOnly cookie. `returnTo` must be on APP_URL's origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`.
+         */
+        get: operations["startProviderSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/providers/{id}/callback": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the provider sends the browser back: register this URL at the provider
+         * @description Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, nonce, expiry, signature by the provider's keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` (60 s, once; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: `INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` (an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.
+         */
+        get: operations["providerCallback"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/providers/exchange": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Exchange the one-time code from a provider sign-in for a token
+         * @description The same answer as POST /auth/login: the token, the user, and the `auth_token` cookie; the session's method is `provider`. An unknown, used or expired code (60 s) is 400 `SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.
+         */
+        post: operations["exchangeSignInCode"];
         delete?: never;
         options?: never;
         head?: never;
@@ -867,6 +985,43 @@ export interface components {
                 ended: number;
             };
         };
+        ProviderList: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                id: string;
+                name: string;
+            }[];
+        };
+        ExchangeBody: {
+            /** @description The `signin` parameter the callback gave the web client (valid 60 s, once) */
+            code: string;
+        };
+        LinkStarted: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                /** @description Send the browser here: the provider's sign-in page */
+                url: string;
+            };
+        };
+        Identity: {
+            id: string;
+            /** @description The provider's id */
+            provider: string;
+            /** @description The email the provider gave when it was linked */
+            email: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+        };
+        IdentityList: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Identity"][];
+        };
     };
     responses: {
         /** @description Validation failed, malformed JSON or a refused field or parameter */
@@ -1113,6 +1268,102 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["SecurityEventList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    startIdentityLink: {
+        parameters: {
+            query?: {
+                /** @description Where the browser lands afterwards: an absolute URL on APP_URL's origin or one of CORS_ORIGINS (default APP_URL) */
+                returnTo?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The provider's id (as in GET /auth/providers) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkStarted"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    unlinkIdentity: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listIdentities: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdentityList"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1369,6 +1620,119 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listProviders: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProviderList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    startProviderSignIn: {
+        parameters: {
+            query?: {
+                /** @description Where the browser lands afterwards: an absolute URL on APP_URL's origin or one of CORS_ORIGINS (default APP_URL) */
+                returnTo?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A configured provider's id (OIDC_PROVIDERS) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description To the provider, or back to `returnTo` with `error` */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    providerCallback: {
+        parameters: {
+            query?: {
+                code?: string;
+                state?: string;
+                error?: string;
+            };
+            header?: never;
+            path: {
+                /** @description A configured provider's id (OIDC_PROVIDERS) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Back to the web client */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            404: components["responses"]["NotFound"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exchangeSignInCode: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExchangeBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

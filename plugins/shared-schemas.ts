@@ -5,6 +5,7 @@ import fp from 'fastify-plugin'
 import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse } from '../schemas/billing.js'
 import { ErrorCode, ErrorResponse } from '../schemas/common.js'
 import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
+import { ExchangeBody, Identity, IdentityList, LinkStarted, ProviderList } from '../schemas/identities.js'
 import { OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod } from '../schemas/sessions.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import { AuthResponse, EmailAddress, ForgotPasswordBody, LoginBody, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody, User, UserResponse, VerifyEmailBody } from '../schemas/users.js'
@@ -17,7 +18,8 @@ export const SHARED_SCHEMAS = [
   ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
-  SessionMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded
+  SessionMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded,
+  ProviderList, ExchangeBody, LinkStarted, Identity, IdentityList
 ]
 
 export default fp(async function sharedSchemas (fastify) {

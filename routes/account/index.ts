@@ -7,6 +7,7 @@ import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { assertPasswordFits, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
+import identities from './identities.js'
 import sessions from './sessions.js'
 
 /** The rules of a profile change JSON Schema cannot express: which fields go together, and the new password's bytes. */
@@ -22,6 +23,7 @@ function parseProfileChange (body: ProfileUpdateBody): ProfileUpdateBody {
 const account: FastifyPluginAsyncTypebox = async (fastify) => {
   const { accounts, db } = fastify
   await fastify.register(sessions)
+  await fastify.register(identities)
 
   fastify.get('/profile', {
     schema: {

@@ -5,11 +5,13 @@ import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
+import providers from './providers.js'
 import recovery from './recovery.js'
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   const { accounts } = fastify
   await fastify.register(recovery)
+  await fastify.register(providers)
 
   fastify.post('/register', {
     config: { public: true },

@@ -1,0 +1,265 @@
+// Sign-in through OpenID Connect providers (docs/identity-providers.md; spec auth-extensions §1):
+// start → the provider → callback → a one-time code → exchange, and linking and unlinking.
+// The provider's side (discovery, PKCE, the code exchange, the ID token's checks) is the
+// adapter's (accounts/identity-provider.ts); here: the flow kept server-side and bound to the
+// browser that started it, who the identity is, and accounts made or matched without takeovers.
+// No Fastify here: the routes carry cookies and redirects.
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
+import type { Kysely } from 'kysely'
+import {
+  createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, listIdentities, lockUserSignInMethods, takeFlow, takeSignInCode
+} from '../db/identities.js'
+import { recordSecurityEvent } from '../db/security-events.js'
+import type { Database, IdentityRow, UserRow } from '../db/types.js'
+import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail } from '../db/users.js'
+import { IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, SignInCodeInvalidError, UnauthorizedError, ValidationError } from '../errors.js'
+import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
+import type { Client, SignInLimits } from './limits.js'
+import type { AccountMail } from './mail.js'
+
+/** A started flow waits this long for its callback (a person signing in at the provider). */
+export const FLOW_TTL_MS = 10 * 60_000
+/** The code handed to the web client works once, within this (spec: 60 s). */
+export const SIGN_IN_CODE_TTL_MS = 60_000
+
+/**
+ * What the callback's redirect carries in `error=` (docs/identity-providers.md). Never a JSON
+ * envelope: the browser is between the provider and the web client.
+ */
+export type CallbackError =
+  | 'INVALID_STATE' // no such flow (unknown, used or expired state), or another browser's
+  | 'PROVIDER_UNAVAILABLE' // the provider could not be reached or answered as none should
+  | 'PROVIDER_REJECTED' // the provider refused (consent cancelled, code replayed or expired)
+  | 'INVALID_ID_TOKEN' // the ID token failed verification: issuer, audience, nonce, expiry, signature
+  | 'EMAIL_NOT_VERIFIED' // a new identity whose provider does not vouch for its email
+  | 'ACCOUNT_EXISTS' // a new identity whose email has an account: its owner signs in and links it
+  | 'IDENTITY_IN_USE' // linking an identity that signs another account in
+
+export interface Started {
+  /** Where to send the browser: the provider's authorization endpoint. */
+  url: string
+  /** The flow cookie's value: the callback must present it (login CSRF, a flow sent to someone else). */
+  browserSecret: string
+}
+
+export interface ProviderSignIn {
+  providers: () => Array<{ id: string, name: string }>
+  /** 404 PROVIDER_NOT_FOUND; 400 for a returnTo off our origins; an unreachable provider is a redirect with its error. */
+  start: (providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
+  /** A flow that links the identity to `user` when it comes back. */
+  startLink: (user: UserRow, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
+  /** Always a redirect: to returnTo with `signin=<code>` (or `linked=<provider>`), or with `error=<CallbackError>`. */
+  callback: (providerId: string, callbackUrl: URL, browserSecret: string | undefined, client: Client) => Promise<string>
+  /** The user a one-time code signs in, the code used up; 400 SIGN_IN_CODE_INVALID. */
+  exchange: (client: Client, code: string) => Promise<{ user: UserRow, provider: string }>
+  identities: (userId: string) => Promise<IdentityRow[]>
+  /** 404 IDENTITY_NOT_FOUND; 409 LAST_SIGN_IN_METHOD when nothing else would sign the account in. */
+  unlink: (user: UserRow, identityId: string, client: Client) => Promise<void>
+}
+
+export interface ProviderSignInDependencies {
+  db: Kysely<Database>
+  providers: IdentityProvider[]
+  mail: AccountMail
+  limits: SignInLimits
+  /** The API's public URL (API_URL): the redirect URI is `<apiUrl>/auth/providers/<id>/callback`. */
+  apiUrl: string
+  /** Where the browser returns by default (APP_URL). */
+  appUrl: string
+  /** Origins returnTo may be on (APP_URL's and CORS_ORIGINS'). */
+  allowedOrigins: string[]
+  /** Where an unexpected failure behind a redirect is reported (the browser sees only its code). */
+  warn: (err: unknown, message: string) => void
+}
+
+const sha256 = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex')
+const randomToken = (): string => randomBytes(32).toString('base64url')
+const sameHash = (a: string, b: string): boolean => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
+const eventClient = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
+
+function withParam (url: string, name: string, value: string): string {
+  const target = new URL(url)
+  target.searchParams.set(name, value)
+  return target.href
+}
+
+const FAILURES: Record<IdentityProviderError['reason'], CallbackError> = {
+  unavailable: 'PROVIDER_UNAVAILABLE',
+  rejected: 'PROVIDER_REJECTED',
+  'invalid-token': 'INVALID_ID_TOKEN'
+}
+
+/** A returned failure the callback turns into `error=`. */
+class CallbackFailure extends Error {
+  constructor (readonly code: CallbackError) { super(code) }
+}
+
+export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignIn {
+  const { db, mail, limits } = deps
+  const byId = new Map(deps.providers.map((p) => [p.id, p]))
+  const origins = new Set(deps.allowedOrigins)
+
+  const providerOf = (id: string): IdentityProvider => {
+    const provider = byId.get(id)
+    if (provider === undefined) throw new ProviderNotFoundError()
+    return provider
+  }
+  const redirectUri = (id: string) => `${deps.apiUrl.replace(/\/+$/, '')}/auth/providers/${encodeURIComponent(id)}/callback`
+
+  function checkedReturnTo (returnTo: string | undefined): string {
+    if (returnTo === undefined) return deps.appUrl
+    let url: URL
+    try {
+      url = new URL(returnTo)
+    } catch {
+      throw new ValidationError(['must be an absolute URL on the web client\'s origin - returnTo'])
+    }
+    // Exactly an allowed origin: no open redirect (the one-time code would go with it).
+    if (!origins.has(url.origin) || url.username !== '' || url.password !== '') {
+      throw new ValidationError(['must be on the web client\'s origin (APP_URL or CORS_ORIGINS) - returnTo'])
+    }
+    return url.href
+  }
+
+  async function begin (providerId: string, returnTo: string | undefined, linkUserId: string | null): Promise<Started | { error: string }> {
+    const provider = providerOf(providerId)
+    const target = checkedReturnTo(returnTo)
+    const secrets = randomFlowSecrets()
+    let url: string
+    try {
+      url = await provider.authorizationUrl({ redirectUri: redirectUri(providerId), ...secrets })
+    } catch (err) {
+      // Nothing stored: the provider could not even be asked.
+      if (err instanceof IdentityProviderError) return { error: withParam(target, 'error', FAILURES[err.reason]) }
+      throw err
+    }
+    const browserSecret = randomToken()
+    await createFlow(db, {
+      state_hash: sha256(secrets.state),
+      provider: providerId,
+      nonce: secrets.nonce,
+      code_verifier: secrets.codeVerifier,
+      browser_hash: sha256(browserSecret),
+      return_to: target,
+      link_user_id: linkUserId
+    }, FLOW_TTL_MS)
+    return { url, browserSecret }
+  }
+
+  /** The user this identity signs in: known, or new when its verified email has no account. */
+  async function signInUser (providerId: string, identity: VerifiedIdentity): Promise<UserRow> {
+    const known = await findIdentity(db, identity.issuer, identity.subject)
+    if (known !== undefined) {
+      const user = await db.selectFrom('users').selectAll().where('id', '=', known.user_id).executeTakeFirst()
+      if (user !== undefined) return user
+    }
+    // An unverified email is never matched, nor made an account: that address may be someone else's.
+    if (identity.email === null || !identity.emailVerified) throw new CallbackFailure('EMAIL_NOT_VERIFIED')
+    const email = normalizeEmail(identity.email)
+    // Never linked silently: an account made before its owner arrives is how accounts are taken over.
+    if (await findUserByEmail(db, email) !== undefined) throw new CallbackFailure('ACCOUNT_EXISTS')
+    const provider = providerOf(providerId)
+    try {
+      return await mail.transaction(async (tx) => {
+        const user = await createUserWithPreferences(tx, {
+          id: randomUUID(), name: identity.name?.trim().slice(0, 255) || null, email, passwordHash: null, emailVerified: true
+        })
+        await createIdentity(tx, { id: randomUUID(), user_id: user.id, provider: providerId, issuer: identity.issuer, subject: identity.subject, email })
+        return { value: user, emails: [{ kind: 'welcome-verified', user, provider: provider.name }] }
+      })
+    } catch (err) {
+      // The same email registered meanwhile, or the same identity's other callback won.
+      if (isUniqueViolation(err)) {
+        const winner = await findIdentity(db, identity.issuer, identity.subject)
+        const user = winner && await db.selectFrom('users').selectAll().where('id', '=', winner.user_id).executeTakeFirst()
+        if (user) return user
+        throw new CallbackFailure('ACCOUNT_EXISTS')
+      }
+      throw err
+    }
+  }
+
+  async function link (userId: string, providerId: string, identity: VerifiedIdentity, client: Client): Promise<void> {
+    const known = await findIdentity(db, identity.issuer, identity.subject)
+    if (known !== undefined) {
+      if (known.user_id === userId) return
+      throw new CallbackFailure('IDENTITY_IN_USE')
+    }
+    const provider = providerOf(providerId)
+    try {
+      await mail.transaction(async (tx) => {
+        const user = await tx.selectFrom('users').select(['id', 'email']).where('id', '=', userId).executeTakeFirst()
+        if (user === undefined) return { value: undefined, emails: [] }
+        await createIdentity(tx, {
+          id: randomUUID(), user_id: userId, provider: providerId, issuer: identity.issuer, subject: identity.subject, email: identity.email?.slice(0, 255) ?? null
+        })
+        await recordSecurityEvent(tx, { userId, type: 'identity-linked', provider: providerId, ...eventClient(client) })
+        return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'added', what: `Sign-in with ${provider.name}` }] }
+      })
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new CallbackFailure('IDENTITY_IN_USE')
+      throw err
+    }
+  }
+
+  return {
+    providers: () => deps.providers.map(({ id, name }) => ({ id, name })),
+
+    start: (providerId, returnTo) => begin(providerId, returnTo, null),
+
+    startLink: (user, providerId, returnTo) => begin(providerId, returnTo, user.id),
+
+    async callback (providerId, callbackUrl, browserSecret, client) {
+      const provider = providerOf(providerId)
+      const state = callbackUrl.searchParams.get('state')
+      const flow = state === null || state.length > 512 ? undefined : await takeFlow(db, sha256(state))
+      // No flow to return to: back to the web client's front page.
+      if (flow === undefined || flow.provider !== providerId) return withParam(deps.appUrl, 'error', 'INVALID_STATE')
+      const fail = (code: CallbackError) => withParam(flow.return_to, 'error', code)
+      if (browserSecret === undefined || !sameHash(sha256(browserSecret), flow.browser_hash)) return fail('INVALID_STATE')
+      try {
+        const identity = await provider.verifyCallback({
+          callbackUrl, redirectUri: redirectUri(providerId), state: state!, nonce: flow.nonce, codeVerifier: flow.code_verifier
+        })
+        if (flow.link_user_id !== null) {
+          await link(flow.link_user_id, providerId, identity, client)
+          return withParam(flow.return_to, 'linked', providerId)
+        }
+        const user = await signInUser(providerId, identity)
+        const code = randomToken()
+        await createSignInCode(db, { hash: sha256(code), userId: user.id, provider: providerId }, SIGN_IN_CODE_TTL_MS)
+        return withParam(flow.return_to, 'signin', code)
+      } catch (err) {
+        if (err instanceof CallbackFailure) return fail(err.code)
+        if (err instanceof IdentityProviderError) {
+          deps.warn(err, 'identity provider sign-in failed')
+          return fail(FAILURES[err.reason])
+        }
+        throw err
+      }
+    },
+
+    async exchange (client, code) {
+      const attempt = await limits.admit(client)
+      const taken = code.length > 256 ? undefined : await takeSignInCode(db, sha256(code))
+      const user = taken && await db.selectFrom('users').selectAll().where('id', '=', taken.user_id).executeTakeFirst()
+      if (taken === undefined || user === undefined) throw await attempt.failed(new SignInCodeInvalidError())
+      return { user, provider: taken.provider }
+    },
+
+    identities: (userId) => listIdentities(db, userId),
+
+    async unlink (user, identityId, client) {
+      await mail.transaction(async (tx) => {
+        const methods = await lockUserSignInMethods(tx, user.id)
+        if (methods === undefined) throw new UnauthorizedError()
+        const removed = await deleteIdentity(tx, user.id, identityId)
+        if (removed === undefined) throw new IdentityNotFoundError()
+        if (!methods.hasPassword && methods.identities <= 1) throw new LastSignInMethodError()
+        await recordSecurityEvent(tx, { userId: user.id, type: 'identity-unlinked', provider: removed.provider, ...eventClient(client) })
+        const name = byId.get(removed.provider)?.name ?? removed.provider
+        return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'removed', what: `Sign-in with ${name}` }] }
+      })
+    }
+  }
+}

@@ -1,0 +1,63 @@
+// Sign-in through identity providers: the identities linked to users, the flows started and
+// not yet called back, and the one-time codes the callback hands the web client.
+import { sql, type Kysely } from 'kysely'
+import type { Database, IdentityRow, OidcFlowsTable } from './types.js'
+
+export function findIdentity (db: Kysely<Database>, issuer: string, subject: string): Promise<IdentityRow | undefined> {
+  return db.selectFrom('user_identities').selectAll().where('issuer', '=', issuer).where('subject', '=', subject).executeTakeFirst()
+}
+
+export function listIdentities (db: Kysely<Database>, userId: string): Promise<IdentityRow[]> {
+  return db.selectFrom('user_identities').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()
+}
+
+export async function createIdentity (db: Kysely<Database>, identity: Omit<IdentityRow, 'created_at'>): Promise<IdentityRow> {
+  return db.insertInto('user_identities').values(identity).returningAll().executeTakeFirstOrThrow()
+}
+
+export async function deleteIdentity (db: Kysely<Database>, userId: string, id: string): Promise<IdentityRow | undefined> {
+  return db.deleteFrom('user_identities').where('id', '=', id).where('user_id', '=', userId).returningAll().executeTakeFirst()
+}
+
+/** The user's row locked until the transaction ends: two removals of sign-in methods run one after the other. */
+export async function lockUserSignInMethods (db: Kysely<Database>, userId: string): Promise<{ hasPassword: boolean, identities: number } | undefined> {
+  const user = await db.selectFrom('users').select(sql<boolean>`password is not null`.as('has_password')).where('id', '=', userId).forUpdate().executeTakeFirst()
+  if (user === undefined) return undefined
+  const { count } = await db.selectFrom('user_identities').select(sql<string>`count(*)::text`.as('count')).where('user_id', '=', userId).executeTakeFirstOrThrow()
+  return { hasPassword: user.has_password, identities: Number(count) }
+}
+
+export async function createFlow (db: Kysely<Database>, flow: Omit<OidcFlowsTable, 'expires_at'>, ttlMs: number): Promise<void> {
+  await db.insertInto('oidc_flows').values({ ...flow, expires_at: new Date(Date.now() + ttlMs) }).execute()
+}
+
+/** The flow of this state, used up: a callback works once. Undefined when unknown or expired. */
+export function takeFlow (db: Kysely<Database>, stateHash: string) {
+  return db.deleteFrom('oidc_flows')
+    .where('state_hash', '=', stateHash)
+    .where('expires_at', '>', sql<string>`now()`)
+    .returningAll()
+    .executeTakeFirst()
+}
+
+export async function createSignInCode (db: Kysely<Database>, code: { hash: string, userId: string, provider: string }, ttlMs: number): Promise<void> {
+  await db.insertInto('sign_in_codes')
+    .values({ code_hash: code.hash, user_id: code.userId, provider: code.provider, expires_at: new Date(Date.now() + ttlMs) })
+    .execute()
+}
+
+/** The code's user and provider, the code used up; undefined when unknown, used or expired. */
+export function takeSignInCode (db: Kysely<Database>, hash: string) {
+  return db.deleteFrom('sign_in_codes')
+    .where('code_hash', '=', hash)
+    .where('expires_at', '>', sql<string>`now()`)
+    .returning(['user_id', 'provider'])
+    .executeTakeFirst()
+}
+
+/** Flows never called back and codes never exchanged, once expired: a job of plugins/app/identity-providers.ts. */
+export async function purgeExpiredSignInState (db: Kysely<Database>): Promise<number> {
+  const flows = await db.deleteFrom('oidc_flows').where('expires_at', '<', sql<string>`now()`).executeTakeFirst()
+  const codes = await db.deleteFrom('sign_in_codes').where('expires_at', '<', sql<string>`now()`).executeTakeFirst()
+  return Number(flows.numDeletedRows) + Number(codes.numDeletedRows)
+}

@@ -1,0 +1,88 @@
+// Sign-in through identity providers (docs/identity-providers.md): the list, the start, the
+// provider's callback, and the exchange of the one-time code for the usual sign-in answer.
+// Registered by routes/auth/index.ts (under /auth); the work is accounts/provider-sign-in.ts's.
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { toUser } from '../../db/users.js'
+import { clientOf } from '../../plugins/app/sign-in-limits.js'
+import { errorResponses, ref } from '../../schemas/common.js'
+import { CallbackQuery, ExchangeBody, ProviderList, ProviderParams, StartQuery } from '../../schemas/identities.js'
+import { AuthResponse } from '../../schemas/users.js'
+
+const Redirect = (description: string) => ({ description, type: 'null' })
+
+const providers: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { providerSignIn } = fastify
+
+  fastify.get('/providers', {
+    config: { public: true },
+    schema: {
+      tags: ['auth'],
+      operationId: 'listProviders',
+      summary: 'The identity providers one can sign in with',
+      response: { 200: ref(ProviderList) }
+    }
+  }, async () => ({ success: true as const, data: providerSignIn.providers() }))
+
+  fastify.get('/providers/:id/start', {
+    config: { public: true },
+    schema: {
+      tags: ['auth'],
+      operationId: 'startProviderSignIn',
+      summary: 'Sign in with an identity provider: redirects the browser to it',
+      description: 'Open in the browser (a navigation, not a fetch). Redirects (302) to the provider\'s sign-in page: OpenID Connect ' +
+        'authorization code flow with PKCE (S256), `state` and `nonce`, kept server-side for 10 minutes and bound to this browser by ' +
+        'an httpOnly cookie. `returnTo` must be on APP_URL\'s origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. ' +
+        'A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`.',
+      params: ProviderParams,
+      querystring: StartQuery,
+      response: { 302: Redirect('To the provider, or back to `returnTo` with `error`'), ...errorResponses(404) }
+    }
+  }, async (request, reply) => {
+    const started = await providerSignIn.start(request.params.id, request.query.returnTo)
+    if ('error' in started) return reply.redirect(started.error, 302)
+    fastify.bindProviderFlow(reply, started.browserSecret)
+    return reply.redirect(started.url, 302)
+  })
+
+  fastify.get('/providers/:id/callback', {
+    config: { public: true },
+    schema: {
+      tags: ['auth'],
+      operationId: 'providerCallback',
+      summary: 'Where the provider sends the browser back: register this URL at the provider',
+      description: 'Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, ' +
+        'nonce, expiry, signature by the provider\'s keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` ' +
+        '(60 s, once; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: ' +
+        '`INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` ' +
+        '(an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.',
+      params: ProviderParams,
+      querystring: CallbackQuery,
+      response: { 302: Redirect('Back to the web client'), ...errorResponses(404) }
+    }
+  }, async (request, reply) => {
+    const callbackUrl = new URL(request.url, fastify.config.http.apiUrl)
+    const target = await providerSignIn.callback(request.params.id, callbackUrl, fastify.providerFlowOf(request), clientOf(request))
+    fastify.unbindProviderFlow(reply)
+    return reply.redirect(target, 302)
+  })
+
+  fastify.post('/providers/exchange', {
+    config: { public: true },
+    schema: {
+      tags: ['auth'],
+      operationId: 'exchangeSignInCode',
+      summary: 'Exchange the one-time code from a provider sign-in for a token',
+      description: 'The same answer as POST /auth/login: the token, the user, and the `auth_token` cookie; the session\'s method is ' +
+        '`provider`. An unknown, used or expired code (60 s) is 400 `SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.',
+      body: ref(ExchangeBody),
+      response: { 200: ref(AuthResponse) }
+    }
+  }, async (request, reply) => {
+    const client = clientOf(request)
+    const { user, provider } = await providerSignIn.exchange(client, request.body.code)
+    const token = await fastify.signIn(reply, user, { method: 'provider', provider, client })
+    return { success: true as const, token, user: toUser(user) }
+  })
+}
+
+export default providers

@@ -1,0 +1,367 @@
+// Sign-in through an OpenID Connect provider, end to end over HTTP (docs/identity-providers.md):
+// a real provider (oidc-provider, test/support/oidc-provider.ts), the real app, the browser's
+// part played here: start → the provider's sign-in → callback → one-time code → exchange.
+// Account matching without takeovers, linking and unlinking, and every way it fails.
+import t, { type Test } from 'tap'
+import type { LightMyRequestResponse } from 'fastify'
+import { build, json, registerUser, uniqueEmail } from '../support/helper.js'
+import { startOidcProvider, type IdTokenClaims } from '../support/oidc-provider.js'
+import { startSmtpSink } from '../support/smtp-sink.js'
+
+const APP = 'http://localhost:3000'
+const API = 'http://localhost:3002'
+const CALLBACK = `${API}/auth/providers/test/callback`
+const client = { clientId: 'task-app', clientSecret: 'a-client-secret-for-the-tests', redirectUris: [CALLBACK] }
+
+const existingEmail = uniqueEmail('existing')
+const linkedEmail = uniqueEmail('linker')
+const idp = await startOidcProvider(t, {
+  clients: [client],
+  accounts: [
+    { subject: 'new-1', email: uniqueEmail('New.Person').toUpperCase(), emailVerified: true, name: 'New Person' },
+    { subject: 'unverified-2', email: uniqueEmail('unverified'), emailVerified: false },
+    { subject: 'existing-3', email: existingEmail, emailVerified: true },
+    { subject: 'link-4', email: linkedEmail, emailVerified: true },
+    { subject: 'tamper-5', email: uniqueEmail('tamper'), emailVerified: true },
+    { subject: 'down-6', email: uniqueEmail('down'), emailVerified: true },
+    { subject: 'solo-7', email: uniqueEmail('solo'), emailVerified: true },
+    { subject: 'second-8', email: uniqueEmail('second'), emailVerified: true },
+    { subject: 'noemail-9' }
+  ]
+})
+
+const sink = await startSmtpSink()
+t.teardown(() => sink.close())
+const app = await build(t, {
+  SMTP_URL: sink.url,
+  API_URL: API,
+  APP_URL: APP,
+  CORS_ORIGINS: 'https://admin.example.com',
+  OIDC_PROVIDERS: 'test',
+  OIDC_TEST_ISSUER: idp.issuer,
+  OIDC_TEST_CLIENT_ID: client.clientId,
+  OIDC_TEST_CLIENT_SECRET: client.clientSecret,
+  OIDC_TEST_NAME: 'Test IdP'
+})
+
+const cookieOf = (res: LightMyRequestResponse, name: string) => res.cookies.find((c) => c.name === name)
+const location = (res: LightMyRequestResponse) => new URL(String(res.headers.location))
+const pathOf = (url: URL) => `${url.pathname}${url.search}`
+const count = async (table: 'users' | 'user_identities' | 'sessions' | 'oidc_flows' | 'sign_in_codes') =>
+  Number((await app.db.selectFrom(table).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n)
+
+interface Started { res: LightMyRequestResponse, providerUrl: string, flowCookie: string }
+
+async function start (t: Test, returnTo = `${APP}/welcome`): Promise<Started> {
+  const res = await app.inject({ method: 'GET', url: `/auth/providers/test/start?returnTo=${encodeURIComponent(returnTo)}` })
+  t.equal(res.statusCode, 302, 'start redirects')
+  const cookie = cookieOf(res, 'oidc_flow')
+  if (cookie === undefined) throw new Error(`no flow cookie: ${res.statusCode} ${res.headers.location}`)
+  return { res, providerUrl: String(res.headers.location), flowCookie: cookie.value }
+}
+
+/** The callback as the browser would deliver it: the provider's redirect, the flow cookie. */
+const callback = (url: URL, flowCookie?: string) =>
+  app.inject({ method: 'GET', url: pathOf(url), headers: { 'user-agent': 'Test Browser/1.0' }, ...(flowCookie !== undefined && { cookies: { oidc_flow: flowCookie } }) })
+
+/** Start → the provider as `subject` → callback: where the browser lands. */
+async function signInAt (t: Test, subject: string, returnTo?: string): Promise<URL> {
+  const started = await start(t, returnTo)
+  const back = await idp.signInAt(started.providerUrl, subject)
+  const res = await callback(back, started.flowCookie)
+  t.equal(res.statusCode, 302, 'the callback redirects')
+  return location(res)
+}
+
+const exchange = (code: string) =>
+  app.inject({ method: 'POST', url: '/auth/providers/exchange', headers: { 'user-agent': 'Test Browser/1.0' }, payload: { code } })
+
+async function signedIn (t: Test, subject: string): Promise<{ token: string, user: Record<string, any> }> {
+  const landed = await signInAt(t, subject)
+  const code = landed.searchParams.get('signin')
+  if (code === null) throw new Error(`not signed in: ${landed.href}`)
+  const res = await exchange(code)
+  t.equal(res.statusCode, 200, 'the code is exchanged')
+  return { token: json(res).token, user: json(res).user }
+}
+
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
+const outbox = async (userId: string) =>
+  (await app.db.selectFrom('email_outbox').select(['kind', 'recipient']).where('user_id', '=', userId).orderBy('id').execute())
+
+t.test('GET /auth/providers lists the configured providers', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/auth/providers' })
+  t.same(json(res), { success: true, data: [{ id: 'test', name: 'Test IdP' }] })
+})
+
+t.test('start: a redirect to the provider with PKCE S256, state and nonce, bound to this browser', async (t) => {
+  const { res, providerUrl } = await start(t)
+  const url = new URL(providerUrl)
+  t.equal(`${url.origin}${url.pathname}`, `${idp.issuer}/auth`)
+  t.match(Object.fromEntries(url.searchParams), {
+    response_type: 'code', client_id: client.clientId, redirect_uri: CALLBACK, code_challenge_method: 'S256', scope: 'openid email profile'
+  })
+  for (const name of ['state', 'nonce', 'code_challenge']) t.match(url.searchParams.get(name), /^[\w-]{43,}$/, name)
+  t.match(cookieOf(res, 'oidc_flow'), { httpOnly: true, sameSite: 'Lax', path: '/auth/providers/', maxAge: 600 })
+  const stored = await app.db.selectFrom('oidc_flows').selectAll().execute()
+  t.notOk(stored.some((flow) => flow.state_hash === url.searchParams.get('state')), 'the state is stored only as its hash')
+  t.notOk(stored.some((flow) => flow.browser_hash === cookieOf(res, 'oidc_flow')!.value), 'and so is the browser\'s cookie')
+})
+
+t.test('start refuses a returnTo off our origins and an unknown provider', async (t) => {
+  for (const returnTo of ['https://evil.example/', 'http://localhost:3000@evil.example/', '//evil.example', 'javascript:alert(1)', 'http://localhost:3001/']) {
+    const res = await app.inject({ method: 'GET', url: `/auth/providers/test/start?returnTo=${encodeURIComponent(returnTo)}` })
+    t.equal(res.statusCode, 400, returnTo)
+    t.equal(json(res).code, 'VALIDATION_FAILED')
+    t.notOk(res.headers.location, 'no redirect')
+  }
+  t.equal((await start(t, 'https://admin.example.com/after')).res.statusCode, 302, 'an origin of CORS_ORIGINS is allowed')
+  const unknown = await app.inject({ method: 'GET', url: '/auth/providers/nope/start' })
+  t.equal(unknown.statusCode, 404)
+  t.same(json(unknown), { success: false, error: 'No such identity provider', code: 'PROVIDER_NOT_FOUND' })
+})
+
+t.test('a new verified identity makes a new account without a password, signed in through a one-time code', async (t) => {
+  const usersBefore = await count('users')
+  const landed = await signInAt(t, 'new-1')
+  t.equal(`${landed.origin}${landed.pathname}`, `${APP}/welcome`, 'back on returnTo')
+  const code = landed.searchParams.get('signin')!
+  t.match(code, /^[\w-]{43}$/)
+  t.equal(await count('users'), usersBefore + 1, 'one account made')
+
+  const res = await exchange(code)
+  t.equal(res.statusCode, 200)
+  const body = json(res)
+  t.same(Object.keys(body).sort(), ['success', 'token', 'user'], 'the answer of POST /auth/login')
+  t.match(body.user, { name: 'New Person', email: /^new\.person-[0-9a-f]{8}@example\.com$/, emailVerified: /^\d{4}-/ })
+  t.ok(cookieOf(res, 'auth_token')?.httpOnly, 'and its cookie')
+  const me = await app.inject({ method: 'GET', url: '/auth/me', headers: bearer(body.token) })
+  t.equal(json(me).data.id, body.user.id)
+
+  const row = await app.db.selectFrom('users').selectAll().where('id', '=', body.user.id).executeTakeFirstOrThrow()
+  t.equal(row.password, null, 'no password')
+  t.ok(await app.db.selectFrom('user_preferences').select('id').where('user_id', '=', row.id).executeTakeFirst(), 'preferences made as at registration')
+  const identities = json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(body.token) })).data
+  t.match(identities, [{ provider: 'test', email: body.user.email }])
+  t.same((await outbox(row.id)).map((m) => m.kind), ['welcome_verified'], 'one email queued')
+  const welcome = await sink.waitFor((mail) => mail.to === body.user.email)
+  t.match(welcome, { subject: /^Welcome to /, text: /you signed up with Test IdP/, link: undefined, token: undefined }, 'a welcome without a verification link')
+
+  const [session] = json(await app.inject({ method: 'GET', url: '/account/sessions', headers: bearer(body.token) })).data
+  t.match(session, { method: 'provider', provider: 'test', userAgent: 'Test Browser/1.0', current: true })
+  const [event] = json(await app.inject({ method: 'GET', url: '/account/security-events', headers: bearer(body.token) })).data
+  t.match(event, { type: 'sign-in', method: 'provider', provider: 'test' })
+
+  const again = await exchange(code)
+  t.equal(again.statusCode, 400, 'the code works once')
+  t.same(json(again), { success: false, error: 'This sign-in code is invalid or has expired', code: 'SIGN_IN_CODE_INVALID' })
+
+  await t.test('the returning user signs in to the same account', async (t) => {
+    const usersNow = await count('users')
+    const back = await signedIn(t, 'new-1')
+    t.equal(back.user.id, body.user.id)
+    t.equal(await count('users'), usersNow, 'no other account')
+  })
+
+  await t.test('password sign-in to it is the same 401 as a wrong password; a profile change asking a password says PASSWORD_NOT_SET', async (t) => {
+    const login = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.user.email, password: 'any password at all' } })
+    t.equal(login.statusCode, 401)
+    t.same(json(login), { success: false, error: 'Invalid email or password', code: 'INVALID_CREDENTIALS' })
+    for (const payload of [{ currentPassword: 'whatever it is', newPassword: 'a new password' }, { email: uniqueEmail('moved') }]) {
+      const res = await app.inject({ method: 'PATCH', url: '/account/profile', headers: bearer(body.token), payload })
+      t.equal(res.statusCode, 400)
+      t.equal(json(res).code, 'PASSWORD_NOT_SET')
+    }
+    // It sets one through the reset flow.
+    const forgot = await app.inject({ method: 'POST', url: '/auth/password/forgot', payload: { email: body.user.email } })
+    t.equal(forgot.statusCode, 202)
+    const reset = await sink.waitFor((mail) => mail.to === body.user.email && mail.token !== undefined)
+    const set = await app.inject({ method: 'POST', url: '/auth/password/reset', payload: { token: reset.token, password: 'now with a password' } })
+    t.equal(set.statusCode, 200)
+    const withPassword = await app.inject({ method: 'POST', url: '/auth/login', payload: { email: body.user.email, password: 'now with a password' } })
+    t.equal(withPassword.statusCode, 200, 'and signs in with it')
+    t.equal(json(withPassword).user.id, body.user.id)
+  })
+})
+
+t.test('an identity whose email has an account is never linked silently: ACCOUNT_EXISTS, nothing stored', async (t) => {
+  const owner = await registerUser(app, { email: existingEmail })
+  const [users, identities] = [await count('users'), await count('user_identities')]
+  const landed = await signInAt(t, 'existing-3')
+  t.equal(landed.searchParams.get('error'), 'ACCOUNT_EXISTS')
+  t.equal(landed.searchParams.get('signin'), null)
+  t.equal(await count('users'), users)
+  t.equal(await count('user_identities'), identities)
+  const list = json(await app.inject({ method: 'GET', url: '/account/identities', headers: owner.auth })).data
+  t.same(list, [], 'the owner\'s account has no identity')
+})
+
+t.test('an unverified provider email makes no account and matches none', async (t) => {
+  const [users, identities] = [await count('users'), await count('user_identities')]
+  t.equal((await signInAt(t, 'unverified-2')).searchParams.get('error'), 'EMAIL_NOT_VERIFIED')
+  t.equal((await signInAt(t, 'noemail-9')).searchParams.get('error'), 'EMAIL_NOT_VERIFIED', 'nor does no email')
+  t.equal(await count('users'), users)
+  t.equal(await count('user_identities'), identities)
+})
+
+t.test('linking: the signed-in owner links the identity; it then signs them in; a notice is mailed', async (t) => {
+  const owner = await registerUser(app, { email: linkedEmail })
+  const res = await app.inject({ method: 'POST', url: `/account/identities/test?returnTo=${encodeURIComponent(`${APP}/settings`)}`, headers: owner.auth })
+  t.equal(res.statusCode, 200)
+  const { url } = json(res).data
+  t.equal(new URL(url).origin, new URL(idp.issuer).origin, 'the provider\'s sign-in page')
+  const flowCookie = cookieOf(res, 'oidc_flow')!.value
+  const back = await callback(await idp.signInAt(url, 'link-4'), flowCookie)
+  const landed = location(back)
+  t.equal(landed.href, `${APP}/settings?linked=test`)
+
+  const identities = json(await app.inject({ method: 'GET', url: '/account/identities', headers: owner.auth })).data
+  t.match(identities, [{ id: String, provider: 'test', email: linkedEmail, createdAt: /^\d{4}-/ }])
+  const notice = await sink.waitFor((mail) => mail.to === linkedEmail && mail.subject.startsWith('A new way to sign in was added'))
+  t.match(notice.text, /Sign-in with Test IdP was added to your .* account/)
+  const events = json(await app.inject({ method: 'GET', url: '/account/security-events', headers: owner.auth })).data
+  t.match(events[0], { type: 'identity-linked', provider: 'test' })
+
+  const viaProvider = await signedIn(t, 'link-4')
+  t.equal(viaProvider.user.id, owner.id, 'the identity signs the owner in')
+
+  await t.test('the same identity cannot be linked to another account', async (t) => {
+    const other = await registerUser(app)
+    const res = await app.inject({ method: 'POST', url: '/account/identities/test', headers: other.auth })
+    t.equal(res.statusCode, 200, res.body)
+    const cookie = cookieOf(res, 'oidc_flow')!.value
+    const landed = location(await callback(await idp.signInAt(json(res).data.url, 'link-4'), cookie))
+    t.equal(landed.href, `${APP}/?error=IDENTITY_IN_USE`)
+    t.same(json(await app.inject({ method: 'GET', url: '/account/identities', headers: other.auth })).data, [])
+  })
+
+  await t.test('unlinking: another user\'s identity is 404; the owner\'s goes, with a notice; it signs in no one then', async (t) => {
+    const other = await registerUser(app)
+    const id = identities[0].id
+    const theirs = await app.inject({ method: 'DELETE', url: `/account/identities/${id}`, headers: other.auth })
+    t.equal(theirs.statusCode, 404)
+    t.equal(json(theirs).code, 'IDENTITY_NOT_FOUND')
+    const res = await app.inject({ method: 'DELETE', url: `/account/identities/${id}`, headers: owner.auth })
+    t.equal(res.statusCode, 200)
+    t.same(json(await app.inject({ method: 'GET', url: '/account/identities', headers: owner.auth })).data, [])
+    const notice = await sink.waitFor((mail) => mail.to === linkedEmail && mail.subject.startsWith('A way to sign in was removed'))
+    t.match(notice.text, /Sign-in with Test IdP was removed from your .* account/)
+    t.equal((await signInAt(t, 'link-4')).searchParams.get('error'), 'ACCOUNT_EXISTS', 'now an unknown identity whose email has an account')
+  })
+})
+
+t.test('never the last way to sign in: an account without a password keeps its only identity', async (t) => {
+  const solo = await signedIn(t, 'solo-7')
+  const [identity] = json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(solo.token) })).data
+  const res = await app.inject({ method: 'DELETE', url: `/account/identities/${identity.id}`, headers: bearer(solo.token) })
+  t.equal(res.statusCode, 409)
+  t.same(json(res), { success: false, error: 'This is the account\'s last way to sign in', code: 'LAST_SIGN_IN_METHOD' })
+  t.equal(json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(solo.token) })).data.length, 1, 'still linked')
+
+  // With a second identity linked, one of them may go.
+  const link = await app.inject({ method: 'POST', url: '/account/identities/test', headers: bearer(solo.token) })
+  const landed = location(await callback(await idp.signInAt(json(link).data.url, 'second-8'), cookieOf(link, 'oidc_flow')!.value))
+  t.equal(landed.searchParams.get('linked'), 'test')
+  t.equal((await app.inject({ method: 'DELETE', url: `/account/identities/${identity.id}`, headers: bearer(solo.token) })).statusCode, 200)
+})
+
+t.test('a callback that is not this browser\'s flow: INVALID_STATE, nothing stored', async (t) => {
+  const users = await count('users')
+  const started = await start(t)
+  const back = await idp.signInAt(started.providerUrl, 'tamper-5')
+
+  const forged = new URL(back)
+  forged.searchParams.set('state', 'x'.repeat(43))
+  t.equal(location(await callback(forged, started.flowCookie)).href, `${APP}/?error=INVALID_STATE`, 'an unknown state: back to APP_URL')
+  t.equal(location(await callback(back)).href, `${APP}/welcome?error=INVALID_STATE`, 'no flow cookie (another browser)')
+  t.equal(location(await callback(back, started.flowCookie)).href, `${APP}/?error=INVALID_STATE`, 'and the flow is used up by that attempt')
+  t.equal(await count('users'), users)
+
+  const replay = await start(t)
+  const replayBack = await idp.signInAt(replay.providerUrl, 'tamper-5')
+  const first = location(await callback(replayBack, replay.flowCookie))
+  t.ok(first.searchParams.get('signin'), 'the first callback signs in')
+  t.equal(location(await callback(replayBack, replay.flowCookie)).searchParams.get('error'), 'INVALID_STATE', 'a replayed callback (the same code) does not')
+})
+
+t.test('a replayed provider code is refused by the provider: PROVIDER_REJECTED', async (t) => {
+  const first = await start(t)
+  const firstBack = await idp.signInAt(first.providerUrl, 'tamper-5')
+  t.ok(location(await callback(firstBack, first.flowCookie)).searchParams.get('signin'))
+  // A second flow of the same browser, fed the first flow's code under its own state.
+  const second = await start(t)
+  const secondBack = await idp.signInAt(second.providerUrl, 'tamper-5')
+  const replayed = new URL(secondBack)
+  replayed.searchParams.set('code', firstBack.searchParams.get('code')!)
+  t.equal(location(await callback(replayed, second.flowCookie)).searchParams.get('error'), 'PROVIDER_REJECTED')
+})
+
+t.test('an expired one-time code is refused', async (t) => {
+  const landed = await signInAt(t, 'tamper-5')
+  await app.db.updateTable('sign_in_codes').set({ expires_at: new Date(Date.now() - 1000) }).execute()
+  const res = await exchange(landed.searchParams.get('signin')!)
+  t.equal(res.statusCode, 400)
+  t.equal(json(res).code, 'SIGN_IN_CODE_INVALID')
+  for (const code of ['not-a-code', 'x'.repeat(256)]) t.equal((await exchange(code)).statusCode, 400, 'nor does a made-up one')
+  t.equal((await exchange('x'.repeat(257))).statusCode, 400, 'a code too long is refused by its schema')
+})
+
+t.test('a tampered ID token (wrong audience, wrong nonce, wrong key, expired): INVALID_ID_TOKEN, nothing stored', async (t) => {
+  const cases: Array<[string, ((claims: IdTokenClaims) => IdTokenClaims) | null, { signWithForeignKey?: boolean }]> = [
+    ['wrong audience', (claims) => ({ ...claims, aud: 'another-client' }), {}],
+    ['wrong nonce', (claims) => ({ ...claims, nonce: 'not-the-flows-nonce' }), {}],
+    ['wrong key', (claims) => claims, { signWithForeignKey: true }],
+    ['expired', (claims) => ({ ...claims, exp: Math.floor(Date.now() / 1000) - 600, iat: Math.floor(Date.now() / 1000) - 1200 }), {}],
+    ['another issuer', (claims) => ({ ...claims, iss: 'https://evil.example' }), {}]
+  ]
+  for (const [what, tamper, options] of cases) {
+    const [users, identities, codes] = [await count('users'), await count('user_identities'), await count('sign_in_codes')]
+    idp.tamperIdTokens(tamper, options)
+    try {
+      t.equal((await signInAt(t, 'tamper-5')).searchParams.get('error'), 'INVALID_ID_TOKEN', what)
+    } finally {
+      idp.tamperIdTokens(null)
+    }
+    t.same([await count('users'), await count('user_identities'), await count('sign_in_codes')], [users, identities, codes], `${what}: nothing stored`)
+  }
+})
+
+t.test('the provider down: a clear error on the redirect, nothing stored', async (t) => {
+  const [users, flows] = [await count('users'), await count('oidc_flows')]
+  // Down between the start and the callback: the code cannot be exchanged.
+  const started = await start(t)
+  const back = await idp.signInAt(started.providerUrl, 'down-6')
+  await idp.stop()
+  t.teardown(() => idp.restart())
+  t.equal(location(await callback(back, started.flowCookie)).href, `${APP}/welcome?error=PROVIDER_UNAVAILABLE`)
+  t.equal(await count('users'), users, 'no account')
+
+  // Down at the start, with discovery to do: a provider that never came up for this app.
+  const fresh = await build(t, {
+    API_URL: API, APP_URL: APP, OIDC_PROVIDERS: 'test', OIDC_TEST_ISSUER: idp.issuer, OIDC_TEST_CLIENT_ID: client.clientId, OIDC_TEST_CLIENT_SECRET: client.clientSecret
+  })
+  const res = await fresh.inject({ method: 'GET', url: `/auth/providers/test/start?returnTo=${encodeURIComponent(`${APP}/login`)}` })
+  t.equal(res.statusCode, 302)
+  t.equal(res.headers.location, `${APP}/login?error=PROVIDER_UNAVAILABLE`)
+  t.notOk(cookieOf(res, 'oidc_flow'), 'no flow cookie')
+  t.equal(await count('oidc_flows'), flows, 'no flow stored')
+
+  const link = await fresh.inject({ method: 'POST', url: '/account/identities/test', headers: (await registerUser(fresh)).auth })
+  t.equal(link.statusCode, 503, 'linking answers 503')
+
+  await idp.restart()
+  t.ok((await signedIn(t, 'down-6')).token, 'back up: the sign-in works again')
+})
+
+t.test('identity routes need a signed-in user; a link to an unknown provider is 404', async (t) => {
+  t.equal((await app.inject({ method: 'GET', url: '/account/identities' })).statusCode, 401)
+  t.equal((await app.inject({ method: 'POST', url: '/account/identities/test' })).statusCode, 401)
+  const user = await registerUser(app)
+  t.equal((await app.inject({ method: 'POST', url: '/account/identities/nope', headers: user.auth })).statusCode, 404)
+})
+
+t.test('an app without providers lists none and has none to start', async (t) => {
+  const bare = await build(t)
+  t.same(json(await bare.inject({ method: 'GET', url: '/auth/providers' })), { success: true, data: [] })
+  t.equal((await bare.inject({ method: 'GET', url: '/auth/providers/test/start' })).statusCode, 404)
+})
