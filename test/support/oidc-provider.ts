@@ -1,7 +1,8 @@
 // A real OpenID Connect provider for the tests (panva's oidc-provider) on 127.0.0.1: discovery,
 // JWKS, authorization, token and userinfo endpoints as an identity provider serves them, its
-// login and consent answered over plain HTTP by signInAt, and its ID tokens re-shapeable to
-// play a provider that lies or a forger that signs with a key of its own.
+// login and consent answered over plain HTTP by signInAt or through a sign-in form in a browser,
+// and its ID tokens re-shapeable to play a provider that lies or a forger that signs with a key
+// of its own.
 import { createPrivateKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto'
 import { once } from 'node:events'
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
@@ -179,15 +180,22 @@ function configuration (clients: TestClient[], accounts: Map<string, TestAccount
 }
 
 /**
- * The provider's login and consent, answered at once: login as the `subject` the query names,
- * consent to whatever the client asked for.
+ * The provider's login and consent. Login as the `subject` the query names (signInAt), or, for a
+ * browser, a form asking for it that posts back here; consent at once to whatever the client
+ * asked for.
  */
 async function answerInteraction (provider: ProviderClass, accounts: Map<string, TestAccount>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const details = await provider.interactionDetails(req, res)
   if (details.prompt.name === 'login') {
-    const subject = new URL(req.url ?? '/', 'http://x').searchParams.get('subject') ?? ''
+    let subject = new URL(req.url ?? '/', 'http://x').searchParams.get('subject')
+    if (req.method === 'POST') subject = new URLSearchParams(await formBody(req)).get('subject') ?? ''
+    if (subject === null) {
+      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(signInForm(details.uid))
+      return
+    }
     if (!accounts.has(subject)) {
-      res.writeHead(400, { 'content-type': 'text/plain' }).end(`no test account ${subject}`)
+      if (req.method === 'POST') res.writeHead(400, { 'content-type': 'text/html; charset=utf-8' }).end(signInForm(details.uid, `No test account ${subject}.`))
+      else res.writeHead(400, { 'content-type': 'text/plain' }).end(`no test account ${subject}`)
       return
     }
     await provider.interactionFinished(req, res, { login: { accountId: subject } }, { mergeWithLastSubmission: false })
@@ -204,6 +212,30 @@ async function answerInteraction (provider: ProviderClass, accounts: Map<string,
   for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) grant.addResourceScope(indicator, scopes.join(' '))
   const grantId = await grant.save()
   await provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true })
+}
+
+/** The login page a browser gets: one field, the test account's subject, posted back to the interaction. */
+function signInForm (uid: string, problem?: string): string {
+  const alert = problem === undefined ? '' : `<p role="alert">${escapeHtml(problem)}</p>`
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Test provider: sign in</title></head>
+<body><h1>Test provider</h1>${alert}
+<form method="post" action="/interaction/${encodeURIComponent(uid)}">
+<label>Subject <input name="subject" required autofocus></label>
+<button type="submit">Sign in</button>
+</form></body></html>`
+}
+
+const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+/** A posted form's body as text; a test page's form is a few bytes, so more than 4 KiB is refused. */
+async function formBody (req: IncomingMessage): Promise<string> {
+  let body = ''
+  for await (const chunk of req) {
+    body += String(chunk)
+    if (body.length > 4096) throw new Error('sign-in form body over 4 KiB')
+  }
+  return body
 }
 
 /** The provider's state (sessions, interactions, codes, grants, tokens) in memory, per provider. */
