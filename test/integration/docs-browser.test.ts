@@ -5,20 +5,15 @@
 // built-in client. Screenshots go to test/integration/docs.png and docs-request.png.
 //
 // Part of `npm run test:integration`, not of `npm test`. It needs /usr/bin/chromium (`apt-get install chromium`), or CHROMIUM_PATH.
-import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
+import { launchChromium } from '../support/chromium.js'
 import { PROJECT_ROOT } from '../support/paths.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const CHROMIUM_ARGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'
-]
 const LOCAL_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]'])
 const SCREENSHOT = join(PROJECT_ROOT, 'test', 'integration', 'docs.png')
 const REQUEST_SCREENSHOT = join(PROJECT_ROOT, 'test', 'integration', 'docs-request.png')
@@ -56,21 +51,8 @@ async function startDocsServer (t: Test): Promise<string> {
 
 const isLocal = (url: URL) => url.protocol === 'data:' || url.protocol === 'blob:' || LOCAL_HOSTS.has(url.hostname)
 
-async function launch (t: Test): Promise<{ context: BrowserContext, page: Page }> {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)`)
-  // A persistent context on a fresh profile directory is how playwright takes --user-data-dir.
-  const context = await chromium.launchPersistentContext(await tempDir(t, 'profile'), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_ARGS,
-    viewport: { width: 1400, height: 900 }
-  })
-  t.teardown(() => context.close())
-  // As if offline: a request to any other host fails (and is reported below).
-  await context.route((url) => !isLocal(url), (route) => route.abort('internetdisconnected'))
-  const page = context.pages()[0] ?? await context.newPage()
-  return { context, page }
-}
+/** Chromium as if offline: a request to any other host fails (and is reported below). */
+const launch = (t: Test): Promise<{ context: BrowserContext, page: Page }> => launchChromium(t, isLocal, { viewport: { width: 1400, height: 900 } })
 
 interface Operation { method: string, path: string, summary: string }
 

@@ -6,23 +6,15 @@
 //
 // Part of `npm run test:integration`. It needs /usr/bin/chromium (`apt-get install chromium`), or CHROMIUM_PATH.
 import { once } from 'node:events'
-import { existsSync } from 'node:fs'
-import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { chromium, type BrowserContext, type Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
+import { launchChromium } from '../support/chromium.js'
 import { build, uniqueEmail } from '../support/helper.js'
 import { startOidcProvider } from '../support/oidc-provider.js'
 import { freePort } from './process.js'
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const CHROMIUM_ARGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'
-]
 const PROVIDER_ID = 'test'
 const CLIENT = { clientId: 'task-app-browser', clientSecret: 'a-client-secret-for-the-browser-test' }
 
@@ -94,18 +86,8 @@ async function startWebClient (t: Test, api: string): Promise<string> {
   return app
 }
 
-async function launch (t: Test): Promise<{ context: BrowserContext, page: Page }> {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install chromium (or set CHROMIUM_PATH)`)
-  const profile = await mkdtemp(join(tmpdir(), 'tsb-oidc-profile-'))
-  t.teardown(() => rm(profile, { recursive: true, force: true }))
-  // A persistent context on a fresh profile directory is how playwright takes --user-data-dir.
-  const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS })
-  t.teardown(() => context.close())
-  // Offline: everything here is on 127.0.0.1.
-  await context.route((url) => url.hostname !== '127.0.0.1', (route) => route.abort('internetdisconnected'))
-  const page = context.pages()[0] ?? await context.newPage()
-  return { context, page }
-}
+/** Offline: everything here is on 127.0.0.1. */
+const launch = (t: Test): Promise<{ context: BrowserContext, page: Page }> => launchChromium(t, (url) => url.hostname === '127.0.0.1')
 
 /** Waits until the tab is at a URL `arrived` accepts; a failure names where the browser stopped and what it showed. */
 async function arrive (page: Page, arrived: (url: URL) => boolean, what: string): Promise<void> {
