@@ -365,3 +365,17 @@ t.test('an app without providers lists none and has none to start', async (t) =>
   t.same(json(await bare.inject({ method: 'GET', url: '/auth/providers' })), { success: true, data: [] })
   t.equal((await bare.inject({ method: 'GET', url: '/auth/providers/test/start' })).statusCode, 404)
 })
+
+t.test('the purge: flows never called back and codes never exchanged go once expired', async (t) => {
+  await start(t) // a flow whose browser never comes back
+  const landed = await signInAt(t, 'tamper-5')
+  t.ok(landed.searchParams.get('signin'))
+  await app.db.updateTable('oidc_flows').set({ expires_at: new Date(Date.now() - 1000) }).execute()
+  await app.db.updateTable('sign_in_codes').set({ expires_at: new Date(Date.now() - 1000) }).execute()
+  const fresh = await start(t)
+  await app.jobs.runOnce('identity.purge')
+  t.equal(await count('sign_in_codes'), 0)
+  t.equal(await count('oidc_flows'), 1, 'only the flow still within its 10 minutes')
+  const back = await idp.signInAt(fresh.providerUrl, 'tamper-5')
+  t.ok(location(await callback(back, fresh.flowCookie)).searchParams.get('signin'), 'and it still works')
+})

@@ -195,3 +195,20 @@ t.test('an ended session is refused by every instance at once', async (t) => {
   await one.inject({ method: 'POST', url: '/auth/logout-others', headers: bearer(user.token) })
   t.equal((await me(two, user.token)).statusCode, 200)
 })
+
+t.test('the purge: sessions whose tokens expired and events past 90 days go; the rest stays', async (t) => {
+  const user = await registerUser(app)
+  const ended = await logIn(app, user, { address: '198.51.100.15', agent: 'Old' })
+  await app.inject({ method: 'DELETE', url: `/account/sessions/${jtiOf(ended)}`, headers: bearer(user.token) })
+  const expired = randomUUID()
+  await app.db.insertInto('sessions').values({ id: expired, user_id: user.id, method: 'password', address: null, user_agent: null, expires_at: new Date(Date.now() - 1000) }).execute()
+  await app.db.insertInto('security_events').values({ user_id: user.id, type: 'sign-in', method: 'password', provider: null, address: null, user_agent: null, created_at: new Date(Date.now() - 91 * 86_400_000).toISOString() }).execute()
+  const events = async () => (await app.db.selectFrom('security_events').select('created_at').where('user_id', '=', user.id).execute()).length
+  t.equal(await events(), 4, 'registration, sign-in, session ended, and the old one')
+
+  await app.jobs.runOnce('sessions.purge')
+  const ids = (await app.db.selectFrom('sessions').select('id').where('user_id', '=', user.id).execute()).map((row) => row.id).sort()
+  t.same(ids, [jtiOf(user.token), jtiOf(ended)].sort(), 'the expired one went; the ended one stays while its token could still be presented')
+  t.equal(await events(), 3, 'the event past 90 days went')
+  t.equal((await me(app, ended)).statusCode, 401, 'and the ended session\'s token is still refused')
+})
