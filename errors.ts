@@ -24,6 +24,8 @@ export const ERROR_CATALOG = {
   UNAUTHORIZED: [401, 'Unauthorized'],
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
   FORBIDDEN: [403, 'Forbidden'],
+  RECENT_SIGN_IN_REQUIRED: [403, 'Sign in again to do this: it needs a sign-in within the last 15 minutes'],
+  EMAIL_NOT_VERIFIED: [403, 'Verify your email address first'],
   NOT_FOUND: [404, 'Not found'],
   TASK_NOT_FOUND: [404, 'Task not found'],
   NO_STRIPE_CUSTOMER: [404, 'No billing account'],
@@ -76,6 +78,8 @@ export const ResetTokenInvalidError = appError('RESET_TOKEN_INVALID')
 export const VerificationTokenInvalidError = appError('VERIFICATION_TOKEN_INVALID')
 export const EmailAlreadyVerifiedError = appError('EMAIL_ALREADY_VERIFIED')
 export const PasswordNotSetError = appError('PASSWORD_NOT_SET')
+export const RecentSignInRequiredError = appError('RECENT_SIGN_IN_REQUIRED')
+export const EmailNotVerifiedError = appError('EMAIL_NOT_VERIFIED')
 export const SignInCodeInvalidError = appError('SIGN_IN_CODE_INVALID')
 export const ProviderNotFoundError = appError('PROVIDER_NOT_FOUND')
 export const SessionNotFoundError = appError('SESSION_NOT_FOUND')

@@ -7,20 +7,27 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import {
-  createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, listIdentities, lockUserSignInMethods, takeFlow, takeSignInCode
+  createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, isLiveSession, listIdentities, liveSessionStart, lockUserSignInMethods,
+  takeFlow, takeSignInCode
 } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import type { Database, IdentityRow, UserRow } from '../db/types.js'
 import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail } from '../db/users.js'
-import { IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, SignInCodeInvalidError, UnauthorizedError, ValidationError } from '../errors.js'
+import {
+  EmailNotVerifiedError, IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, RecentSignInRequiredError, SignInCodeInvalidError,
+  UnauthorizedError, ValidationError
+} from '../errors.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
 import type { Client, SignInLimits } from './limits.js'
 import type { AccountMail } from './mail.js'
+import type { PresentedToken } from './sessions.js'
 
 /** A started flow waits this long for its callback (a person signing in at the provider). */
 export const FLOW_TTL_MS = 10 * 60_000
 /** The code handed to the web client works once, within this (spec: 60 s). */
 export const SIGN_IN_CODE_TTL_MS = 60_000
+/** Linking a new way to sign in needs a session at most this old: a stolen older token cannot add one. */
+export const RECENT_SIGN_IN_MS = 15 * 60_000
 
 /**
  * What the callback's redirect carries in `error=` (docs/identity-providers.md). Never a JSON
@@ -35,23 +42,48 @@ export type CallbackError =
   | 'ACCOUNT_EXISTS' // a new identity whose email has an account: its owner signs in and links it
   | 'IDENTITY_IN_USE' // linking an identity that signs another account in
 
+/**
+ * A secret the browser keeps in a cookie named after `key` (one per flow, one per code, so two
+ * flows in one browser do not overwrite each other): the callback, then the exchange, must
+ * present it. Without it a flow or a code sent to someone else's browser would sign that
+ * browser in to the sender's account (login CSRF).
+ */
+export interface BrowserBinding { key: string, secret: string, maxAgeMs: number }
+
 export interface Started {
   /** Where to send the browser: the provider's authorization endpoint. */
   url: string
-  /** The flow cookie's value: the callback must present it (login CSRF, a flow sent to someone else). */
-  browserSecret: string
+  binding: BrowserBinding
 }
+
+/** The cookie the browser presents for a binding's key, if any. */
+export type BrowserSecrets = (key: string) => string | undefined
+
+export interface CallbackResult {
+  redirect: string
+  /** The flow's binding, spent. */
+  unbind?: string
+  /** The one-time code's binding, to set. */
+  bind?: BrowserBinding
+}
+
+/** The caller of a link: a signed-in user and the token they presented. */
+export interface LinkCaller { user: UserRow, token: PresentedToken }
 
 export interface ProviderSignIn {
   providers: () => Array<{ id: string, name: string }>
   /** 404 PROVIDER_NOT_FOUND; 400 for a returnTo off our origins; an unreachable provider is a redirect with its error. */
   start: (providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
-  /** A flow that links the identity to `user` when it comes back. */
-  startLink: (user: UserRow, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
+  /**
+   * A flow that links the identity to the caller when it comes back, if the caller's session is
+   * live then. 403 RECENT_SIGN_IN_REQUIRED unless that session began within 15 minutes;
+   * 403 EMAIL_NOT_VERIFIED while the account's address is unconfirmed.
+   */
+  startLink: (caller: LinkCaller, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
   /** Always a redirect: to returnTo with `signin=<code>` (or `linked=<provider>`), or with `error=<CallbackError>`. */
-  callback: (providerId: string, callbackUrl: URL, browserSecret: string | undefined, client: Client) => Promise<string>
-  /** The user a one-time code signs in, the code used up; 400 SIGN_IN_CODE_INVALID. */
-  exchange: (client: Client, code: string) => Promise<{ user: UserRow, provider: string }>
+  callback: (providerId: string, callbackUrl: URL, secrets: BrowserSecrets, client: Client) => Promise<CallbackResult>
+  /** The user a one-time code signs in, the code used up; 400 SIGN_IN_CODE_INVALID, also from another browser. */
+  exchange: (client: Client, code: string, secrets: BrowserSecrets) => Promise<{ user: UserRow, provider: string, unbind: string }>
   identities: (userId: string) => Promise<IdentityRow[]>
   /** 404 IDENTITY_NOT_FOUND; 409 LAST_SIGN_IN_METHOD when nothing else would sign the account in. */
   unlink: (user: UserRow, identityId: string, client: Client) => Promise<void>
@@ -73,6 +105,8 @@ export interface ProviderSignInDependencies {
 }
 
 const sha256 = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex')
+/** A binding's cookie key: the first 16 hex digits of the state's or code's hash (that hash is the stored key). */
+const bindingKey = (hash: string): string => hash.slice(0, 16)
 const randomToken = (): string => randomBytes(32).toString('base64url')
 const sameHash = (a: string, b: string): boolean => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
 const eventClient = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
@@ -121,7 +155,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     return url.href
   }
 
-  async function begin (providerId: string, returnTo: string | undefined, linkUserId: string | null): Promise<Started | { error: string }> {
+  async function begin (providerId: string, returnTo: string | undefined, link: { userId: string, sessionId: string } | null): Promise<Started | { error: string }> {
     const provider = providerOf(providerId)
     const target = checkedReturnTo(returnTo)
     const secrets = randomFlowSecrets()
@@ -134,16 +168,18 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
       throw err
     }
     const browserSecret = randomToken()
+    const stateHash = sha256(secrets.state)
     await createFlow(db, {
-      state_hash: sha256(secrets.state),
+      state_hash: stateHash,
       provider: providerId,
       nonce: secrets.nonce,
       code_verifier: secrets.codeVerifier,
       browser_hash: sha256(browserSecret),
       return_to: target,
-      link_user_id: linkUserId
+      link_user_id: link?.userId ?? null,
+      link_session_id: link?.sessionId ?? null
     }, FLOW_TTL_MS)
-    return { url, browserSecret }
+    return { url, binding: { key: bindingKey(stateHash), secret: browserSecret, maxAgeMs: FLOW_TTL_MS } }
   }
 
   /** The user this identity signs in: known, or new when its verified email has no account. */
@@ -179,7 +215,9 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     }
   }
 
-  async function link (userId: string, providerId: string, identity: VerifiedIdentity, client: Client): Promise<void> {
+  async function link (userId: string, sessionId: string, providerId: string, identity: VerifiedIdentity, client: Client): Promise<void> {
+    // Ended meanwhile (signed out, "everywhere else", a password change or reset): no link.
+    if (!await isLiveSession(db, userId, sessionId)) throw new CallbackFailure('INVALID_STATE')
     const known = await findIdentity(db, identity.issuer, identity.subject)
     if (known !== undefined) {
       if (known.user_id === userId) return
@@ -207,28 +245,45 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
 
     start: (providerId, returnTo) => begin(providerId, returnTo, null),
 
-    startLink: (user, providerId, returnTo) => begin(providerId, returnTo, user.id),
+    async startLink ({ user, token }, providerId, returnTo) {
+      providerOf(providerId)
+      // A new way in is for the owner: one who signed in just now, to an address that is theirs
+      // (an unconfirmed address may be someone else's, registered to wait for its owner).
+      const began = token.hasSession ? await liveSessionStart(db, user.id, token.jti) : undefined
+      if (began === undefined || Date.now() - Date.parse(began) > RECENT_SIGN_IN_MS) throw new RecentSignInRequiredError()
+      if (user.email_verified === null) throw new EmailNotVerifiedError()
+      return begin(providerId, returnTo, { userId: user.id, sessionId: token.jti })
+    },
 
-    async callback (providerId, callbackUrl, browserSecret, client) {
+    async callback (providerId, callbackUrl, secrets, client) {
       const provider = providerOf(providerId)
       const state = callbackUrl.searchParams.get('state')
-      const flow = state === null || state.length > 512 ? undefined : await takeFlow(db, sha256(state))
+      const stateHash = state === null || state.length > 512 ? undefined : sha256(state)
+      const flow = stateHash === undefined ? undefined : await takeFlow(db, stateHash)
       // No flow to return to: back to the web client's front page.
-      if (flow === undefined || flow.provider !== providerId) return withParam(deps.appUrl, 'error', 'INVALID_STATE')
-      const fail = (code: CallbackError) => withParam(flow.return_to, 'error', code)
+      if (flow === undefined || flow.provider !== providerId) return { redirect: withParam(deps.appUrl, 'error', 'INVALID_STATE') }
+      const unbind = bindingKey(stateHash!)
+      const fail = (code: CallbackError): CallbackResult => ({ redirect: withParam(flow.return_to, 'error', code), unbind })
+      const browserSecret = secrets(unbind)
       if (browserSecret === undefined || !sameHash(sha256(browserSecret), flow.browser_hash)) return fail('INVALID_STATE')
       try {
         const identity = await provider.verifyCallback({
           callbackUrl, redirectUri: redirectUri(providerId), state: state!, nonce: flow.nonce, codeVerifier: flow.code_verifier
         })
         if (flow.link_user_id !== null) {
-          await link(flow.link_user_id, providerId, identity, client)
-          return withParam(flow.return_to, 'linked', providerId)
+          await link(flow.link_user_id, flow.link_session_id ?? '', providerId, identity, client)
+          return { redirect: withParam(flow.return_to, 'linked', providerId), unbind }
         }
         const user = await signInUser(providerId, identity)
         const code = randomToken()
-        await createSignInCode(db, { hash: sha256(code), userId: user.id, provider: providerId }, SIGN_IN_CODE_TTL_MS)
-        return withParam(flow.return_to, 'signin', code)
+        const codeHash = sha256(code)
+        // The same browser secret, now under the code's key: only this browser may exchange it.
+        await createSignInCode(db, { hash: codeHash, userId: user.id, provider: providerId, browserHash: flow.browser_hash }, SIGN_IN_CODE_TTL_MS)
+        return {
+          redirect: withParam(flow.return_to, 'signin', code),
+          unbind,
+          bind: { key: bindingKey(codeHash), secret: browserSecret, maxAgeMs: SIGN_IN_CODE_TTL_MS }
+        }
       } catch (err) {
         if (err instanceof CallbackFailure) return fail(err.code)
         if (err instanceof IdentityProviderError) {
@@ -239,23 +294,29 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
       }
     },
 
-    async exchange (client, code) {
+    async exchange (client, code, secrets) {
       const attempt = await limits.admit(client)
-      const taken = code.length > 256 ? undefined : await takeSignInCode(db, sha256(code))
-      const user = taken && await db.selectFrom('users').selectAll().where('id', '=', taken.user_id).executeTakeFirst()
+      const codeHash = code.length > 256 ? undefined : sha256(code)
+      const taken = codeHash === undefined ? undefined : await takeSignInCode(db, codeHash)
+      // Used up either way: a code another browser presented is spent, not left to try again.
+      const browserSecret = codeHash === undefined ? undefined : secrets(bindingKey(codeHash))
+      const sameBrowser = taken !== undefined && browserSecret !== undefined && sameHash(sha256(browserSecret), taken.browser_hash)
+      const user = sameBrowser ? await db.selectFrom('users').selectAll().where('id', '=', taken.user_id).executeTakeFirst() : undefined
       if (taken === undefined || user === undefined) throw await attempt.failed(new SignInCodeInvalidError())
-      return { user, provider: taken.provider }
+      return { user, provider: taken.provider, unbind: bindingKey(codeHash!) }
     },
 
     identities: (userId) => listIdentities(db, userId),
 
     async unlink (user, identityId, client) {
       await mail.transaction(async (tx) => {
-        const methods = await lockUserSignInMethods(tx, user.id)
+        const methods = await lockUserSignInMethods(tx, user.id, deps.providers.map((p) => p.id))
         if (methods === undefined) throw new UnauthorizedError()
         const removed = await deleteIdentity(tx, user.id, identityId)
         if (removed === undefined) throw new IdentityNotFoundError()
-        if (!methods.hasPassword && methods.identities <= 1) throw new LastSignInMethodError()
+        // The removed one counted only if its provider is configured.
+        const left = methods.identities - (byId.has(removed.provider) ? 1 : 0)
+        if (!methods.hasPassword && left < 1) throw new LastSignInMethodError()
         await recordSecurityEvent(tx, { userId: user.id, type: 'identity-unlinked', provider: removed.provider, ...eventClient(client) })
         const name = byId.get(removed.provider)?.name ?? removed.provider
         return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'removed', what: `Sign-in with ${name}` }] }

@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import { consumeEmailToken, findUserForEmailToken, voidEmailTokens } from '../db/email-tokens.js'
+import { voidSignInState } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import { endSessions } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
@@ -159,6 +160,7 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
             // A reset link sent before the change must not undo it; every session ends (the route signs in anew).
             await voidEmailTokens(tx, row.id, 'password_reset')
             await endSessions(tx, row.id)
+            await voidSignInState(tx, row.id)
             await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...eventClient(client) })
             emails.push({ kind: 'password-changed', user: row })
           }
@@ -192,6 +194,7 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         if (userId === undefined) return { value: undefined, emails: [] }
         const updated = await resetPassword(tx, userId, passwordHash)
         await endSessions(tx, userId)
+        await voidSignInState(tx, userId)
         await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...eventClient(client) })
         return { value: updated, emails: [{ kind: 'password-changed', user: updated }] }
       })

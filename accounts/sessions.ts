@@ -5,10 +5,11 @@
 // No Fastify here: the client comes in as plain facts.
 import type { Kysely } from 'kysely'
 import { listSecurityEvents, recordFailedSignIn, recordSecurityEvent } from '../db/security-events.js'
+import { voidSignInState } from '../db/identities.js'
 import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions } from '../db/sessions.js'
 import { revokeToken } from '../db/revoked-tokens.js'
 import type { Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
-import { SessionNotFoundError } from '../errors.js'
+import { SessionNotFoundError, UnauthorizedError } from '../errors.js'
 import type { Client } from './limits.js'
 
 /** The most sessions a list shows (a user has far fewer live ones). */
@@ -48,8 +49,8 @@ export interface Sessions {
   signOut: (userId: string, current: PresentedToken, client: Client) => Promise<void>
   /** A failed sign-in on an existing account, counted per day; never fails the caller. */
   failedSignIn: (userId: string, client: Client) => void
-  /** The last 90 days of events, newest first; `more` when another page follows. */
-  events: (userId: string, page: { limit: number, offset: number }) => Promise<{ events: SecurityEventRow[], more: boolean }>
+  /** The last 90 days of events, newest first, after the event `before`; `more` when another page follows. */
+  events: (userId: string, page: { limit: number, before?: string }) => Promise<{ events: SecurityEventRow[], more: boolean }>
 }
 
 export interface SessionDependencies {
@@ -90,10 +91,14 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
     endOthers (userId, current, client) {
       return db.transaction().execute(async (tx) => {
         if (!current.hasSession) {
-          await createSession(tx, { id: current.jti, userId, method: 'external', ...clientFacts(client), expiresAt: new Date(current.exp * 1000 + 60_000) })
+          const adopted = await createSession(tx, { id: current.jti, userId, method: 'external', ...clientFacts(client), expiresAt: new Date(current.exp * 1000 + 60_000) })
+          // Its jti is another user's session id: it cannot become a session, and would not survive.
+          if (!adopted) throw new UnauthorizedError()
         }
         const ended = await endSessions(tx, userId, current.jti)
         await endOtherTokens(tx, userId, new Date())
+        // Links in flight and codes not yet exchanged end with the sessions.
+        await voidSignInState(tx, userId)
         await recordSecurityEvent(tx, { userId, type: 'other-sessions-ended', ...clientFacts(client) })
         return ended
       })

@@ -19,11 +19,17 @@ export async function deleteIdentity (db: Kysely<Database>, userId: string, id: 
   return db.deleteFrom('user_identities').where('id', '=', id).where('user_id', '=', userId).returningAll().executeTakeFirst()
 }
 
-/** The user's row locked until the transaction ends: two removals of sign-in methods run one after the other. */
-export async function lockUserSignInMethods (db: Kysely<Database>, userId: string): Promise<{ hasPassword: boolean, identities: number } | undefined> {
+/**
+ * The user's row locked until the transaction ends (two removals of sign-in methods run one
+ * after the other), whether they have a password, and their identities of `providers` (those
+ * configured: an identity of a provider no longer configured signs no one in).
+ */
+export async function lockUserSignInMethods (db: Kysely<Database>, userId: string, providers: string[]): Promise<{ hasPassword: boolean, identities: number } | undefined> {
   const user = await db.selectFrom('users').select(sql<boolean>`password is not null`.as('has_password')).where('id', '=', userId).forUpdate().executeTakeFirst()
   if (user === undefined) return undefined
-  const { count } = await db.selectFrom('user_identities').select(sql<string>`count(*)::text`.as('count')).where('user_id', '=', userId).executeTakeFirstOrThrow()
+  if (providers.length === 0) return { hasPassword: user.has_password, identities: 0 }
+  const { count } = await db.selectFrom('user_identities').select(sql<string>`count(*)::text`.as('count'))
+    .where('user_id', '=', userId).where('provider', 'in', providers).executeTakeFirstOrThrow()
   return { hasPassword: user.has_password, identities: Number(count) }
 }
 
@@ -40,19 +46,44 @@ export function takeFlow (db: Kysely<Database>, stateHash: string) {
     .executeTakeFirst()
 }
 
-export async function createSignInCode (db: Kysely<Database>, code: { hash: string, userId: string, provider: string }, ttlMs: number): Promise<void> {
+export async function createSignInCode (db: Kysely<Database>, code: { hash: string, userId: string, provider: string, browserHash: string }, ttlMs: number): Promise<void> {
   await db.insertInto('sign_in_codes')
-    .values({ code_hash: code.hash, user_id: code.userId, provider: code.provider, expires_at: new Date(Date.now() + ttlMs) })
+    .values({ code_hash: code.hash, user_id: code.userId, provider: code.provider, browser_hash: code.browserHash, expires_at: new Date(Date.now() + ttlMs) })
     .execute()
 }
 
-/** The code's user and provider, the code used up; undefined when unknown, used or expired. */
+/** The code's user, provider and browser binding, the code used up; undefined when unknown, used or expired. */
 export function takeSignInCode (db: Kysely<Database>, hash: string) {
   return db.deleteFrom('sign_in_codes')
     .where('code_hash', '=', hash)
     .where('expires_at', '>', sql<string>`now()`)
-    .returning(['user_id', 'provider'])
+    .returning(['user_id', 'provider', 'browser_hash'])
     .executeTakeFirst()
+}
+
+/**
+ * The user's links in flight and codes not yet exchanged, voided: run where sessions end
+ * (a password change or reset, "sign out everywhere else"), so none completes after it.
+ */
+export async function voidSignInState (db: Kysely<Database>, userId: string): Promise<void> {
+  await db.deleteFrom('oidc_flows').where('link_user_id', '=', userId).execute()
+  await db.deleteFrom('sign_in_codes').where('user_id', '=', userId).execute()
+}
+
+/** Whether the session that started a link is still live (not ended, not expired). */
+export async function isLiveSession (db: Kysely<Database>, userId: string, sessionId: string): Promise<boolean> {
+  const row = await db.selectFrom('sessions').select('id')
+    .where('id', '=', sessionId).where('user_id', '=', userId).where('ended_at', 'is', null).where('expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+  return row !== undefined
+}
+
+/** When the session began; undefined for an unknown or ended one. */
+export async function liveSessionStart (db: Kysely<Database>, userId: string, sessionId: string): Promise<string | undefined> {
+  const row = await db.selectFrom('sessions').select('created_at')
+    .where('id', '=', sessionId).where('user_id', '=', userId).where('ended_at', 'is', null)
+    .executeTakeFirst()
+  return row?.created_at
 }
 
 /** Flows never called back and codes never exchanged, once expired: a job of plugins/app/identity-providers.ts. */

@@ -13,8 +13,9 @@ export interface NewSession {
   expiresAt: Date
 }
 
-export async function createSession (db: Kysely<Database>, session: NewSession): Promise<void> {
-  await db.insertInto('sessions')
+/** False when the id is taken already (by another user's session). */
+export async function createSession (db: Kysely<Database>, session: NewSession): Promise<boolean> {
+  const created = await db.insertInto('sessions')
     .values({
       id: session.id,
       user_id: session.userId,
@@ -25,7 +26,9 @@ export async function createSession (db: Kysely<Database>, session: NewSession):
       expires_at: session.expiresAt
     })
     .onConflict((oc) => oc.column('id').doNothing())
-    .execute()
+    .returning('id')
+    .executeTakeFirst()
+  return created !== undefined
 }
 
 /** Last seen now, unless it was seen within the minute: at most one write a minute per session. */
@@ -78,8 +81,12 @@ export async function endOtherTokens (db: Kysely<Database>, userId: string, at: 
   await db.updateTable('users').set({ other_tokens_ended_at: at }).where('id', '=', userId).execute()
 }
 
-/** Sessions whose tokens have expired: a job of plugins/app/sessions.ts. */
+/**
+ * Sessions whose tokens expired a day ago: a job of plugins/app/sessions.ts. The day covers
+ * clocks that disagree (expires_at is the app's, now() the database's): a row gone while its
+ * token still worked would make that token one signed elsewhere, and accepted.
+ */
 export async function purgeExpiredSessions (db: Kysely<Database>): Promise<number> {
-  const result = await db.deleteFrom('sessions').where('expires_at', '<', sql<string>`now()`).executeTakeFirst()
+  const result = await db.deleteFrom('sessions').where('expires_at', '<', sql<string>`now() - interval '1 day'`).executeTakeFirst()
   return Number(result.numDeletedRows)
 }

@@ -202,6 +202,7 @@ export interface OidcFlowsTable {
   browser_hash: string
   return_to: string
   link_user_id: string | null
+  link_session_id: string | null
   expires_at: Timestamp
 }
 
@@ -209,6 +210,7 @@ export interface SignInCodesTable {
   code_hash: string
   user_id: string
   provider: string
+  browser_hash: string
   expires_at: Timestamp
 }
 

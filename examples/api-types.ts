@@ -90,7 +90,7 @@ export interface paths {
         };
         /**
          * What happened to the account in the last 90 days, newest first
-         * @description Sign-ins (method, address, user agent), failed password sign-ins (one event a day with its count), sign-outs, sessions ended, password and email changes, identity-provider sign-ins linked and unlinked. Paged by `limit` and `offset`.
+         * @description Sign-ins (method, address, user agent), failed password sign-ins (one event a day with its count), sign-outs, sessions ended, password and email changes, identity-provider sign-ins linked and unlinked. Paged by `limit` and `before` (the previous page's `nextBefore`).
          */
         get: operations["listSecurityEvents"];
         put?: never;
@@ -112,7 +112,7 @@ export interface paths {
         put?: never;
         /**
          * Link an identity provider's sign-in to the account: the URL to send the browser to
-         * @description Starts the flow of GET /auth/providers/{id}/start bound to the caller, and sets its browser cookie (so the API's cookies must reach it: the same site as the web client, as for the `auth_token` cookie). When the provider sends the browser back, the identity is linked and the browser lands on `returnTo?linked=<provider>` (`returnTo` as for the sign-in; default APP_URL), or `returnTo?error=IDENTITY_IN_USE` when it signs in another account (other errors as for sign-in). A notice is emailed. Unknown provider: 404 `PROVIDER_NOT_FOUND`; a provider that cannot be reached: 503.
+         * @description Starts the flow of GET /auth/providers/{id}/start bound to the caller, and sets its browser cookie (so the API's cookies must reach it: the same site as the web client, as for the `auth_token` cookie). When the provider sends the browser back, the identity is linked and the browser lands on `returnTo?linked=<provider>` (`returnTo` as for the sign-in; default APP_URL), or `returnTo?error=IDENTITY_IN_USE` when it signs in another account (other errors as for sign-in). A notice is emailed. Unknown provider: 404 `PROVIDER_NOT_FOUND`; a provider that cannot be reached: 503. Only from a session that signed in within the last 15 minutes (403 `RECENT_SIGN_IN_REQUIRED`: a stolen older token cannot add a way in), to an account whose email is verified (403 `EMAIL_NOT_VERIFIED`). The link completes only while that session is live.
          */
         post: operations["startIdentityLink"];
         /**
@@ -293,7 +293,7 @@ export interface paths {
         };
         /**
          * Sign in with an identity provider: redirects the browser to it
-         * @description Open in the browser (a navigation, not a fetch). Redirects (302) to the provider's sign-in page: OpenID Connect authorization code flow with PKCE (S256), `state` and `nonce`, kept server-side for 10 minutes and bound to this browser by an httpOnly cookie. `returnTo` must be on APP_URL's origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`.
+         * @description Open in the browser (a navigation, not a fetch). Redirects (302) to the provider's sign-in page: OpenID Connect authorization code flow with PKCE (S256), `state` and `nonce`, kept server-side for 10 minutes and bound to this browser by an httpOnly cookie (`oidc_<key>`, `__Host-oidc_<key>` on https). `returnTo` must be on APP_URL's origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`.
          */
         get: operations["startProviderSignIn"];
         put?: never;
@@ -313,7 +313,7 @@ export interface paths {
         };
         /**
          * Where the provider sends the browser back: register this URL at the provider
-         * @description Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, nonce, expiry, signature by the provider's keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` (60 s, once; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: `INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` (an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.
+         * @description Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, nonce, expiry, signature by the provider's keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` (60 s, once, bound to this browser by a cookie like the flow's; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: `INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` (an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.
          */
         get: operations["providerCallback"];
         put?: never;
@@ -335,7 +335,7 @@ export interface paths {
         put?: never;
         /**
          * Exchange the one-time code from a provider sign-in for a token
-         * @description The same answer as POST /auth/login: the token, the user, and the `auth_token` cookie; the session's method is `provider`. An unknown, used or expired code (60 s) is 400 `SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.
+         * @description The same answer as POST /auth/login: the token, the user, and the `auth_token` cookie; the session's method is `provider`. The browser that signed in must send it, with its cookies (`credentials: 'include'`; the web client and the API on one site): the code is bound to that browser. An unknown, used or expired code (60 s), or one from another browser, is 400 `SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.
          */
         post: operations["exchangeSignInCode"];
         delete?: never;
@@ -602,7 +602,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "RECENT_SIGN_IN_REQUIRED" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -974,8 +974,8 @@ export interface components {
             /** @enum {boolean} */
             success: true;
             data: components["schemas"]["SecurityEvent"][];
-            /** @description Present only when older events follow: the `offset` of the next page */
-            nextOffset?: number;
+            /** @description Present only when older events follow: `before` for the next page. Pages are a keyset, so events recorded meanwhile shift nothing */
+            nextBefore?: string;
         };
         OthersEnded: {
             /** @enum {boolean} */
@@ -1252,8 +1252,8 @@ export interface operations {
             query?: {
                 /** @description Page size */
                 limit?: number;
-                /** @description Events to skip */
-                offset?: number;
+                /** @description The events older than this one: the previous page's `nextBefore` */
+                before?: string;
             };
             header?: never;
             path?: never;

@@ -53,14 +53,16 @@ export type SecurityEvent = Static<typeof SecurityEvent>
 
 export const SecurityEventsQuery = Type.Object({
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 50, description: 'Page size' })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000, default: 0, description: 'Events to skip' }))
+  before: Type.Optional(Type.String({ pattern: '^[1-9][0-9]{0,17}$', description: 'The events older than this one: the previous page\'s `nextBefore`' }))
 }, { additionalProperties: false })
 export type SecurityEventsQuery = Static<typeof SecurityEventsQuery>
 
 export const SecurityEventList = Type.Object({
   success: Type.Literal(true),
   data: Type.Array(ref(SecurityEvent)),
-  nextOffset: Type.Optional(Type.Integer({ minimum: 1, description: 'Present only when older events follow: the `offset` of the next page' }))
+  nextBefore: Type.Optional(Type.String({
+    description: 'Present only when older events follow: `before` for the next page. Pages are a keyset, so events recorded meanwhile shift nothing'
+  }))
 }, { $id: 'SecurityEventList' })
 
 export const OthersEnded = Type.Object({

@@ -53,8 +53,10 @@ export async function up (db: Kysely<any>): Promise<void> {
     // SHA-256 (hex) of the browser's flow cookie: the callback must come from the same browser.
     .addColumn('browser_hash', 'varchar(64)', (c) => c.notNull())
     .addColumn('return_to', 'varchar(2048)', (c) => c.notNull())
-    // Set when a signed-in user links an identity.
+    // Set when a signed-in user links an identity, with the session that asked: the link
+    // completes only while that session is live.
     .addColumn('link_user_id', 'varchar(255)', (c) => c.references('users.id').onDelete('cascade'))
+    .addColumn('link_session_id', 'varchar(255)')
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
     .execute()
   await db.schema.createIndex('oidc_flows_expires_idx').on('oidc_flows').column('expires_at').execute()
@@ -63,8 +65,12 @@ export async function up (db: Kysely<any>): Promise<void> {
     .addColumn('code_hash', 'varchar(64)', (c) => c.primaryKey())
     .addColumn('user_id', 'varchar(255)', (c) => c.notNull().references('users.id').onDelete('cascade'))
     .addColumn('provider', 'varchar(64)', (c) => c.notNull())
+    // The flow's browser binding, carried over: only the browser that began the sign-in may exchange it.
+    .addColumn('browser_hash', 'varchar(64)', (c) => c.notNull())
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
     .execute()
+  await db.schema.createIndex('sign_in_codes_user_idx').on('sign_in_codes').column('user_id').execute()
+  await db.schema.createIndex('oidc_flows_link_user_idx').on('oidc_flows').column('link_user_id').execute()
   await db.schema.createIndex('sign_in_codes_expires_idx').on('sign_in_codes').column('expires_at').execute()
 
   await db.schema.createTable('security_events')
@@ -75,7 +81,8 @@ export async function up (db: Kysely<any>): Promise<void> {
     .addColumn('provider', 'varchar(64)')
     .addColumn('address', 'varchar(64)')
     .addColumn('user_agent', 'varchar(512)')
-    // Failed sign-ins: one row per user and UTC day, counting.
+    // Failed sign-ins: one row per user and UTC day, counting; created_at stays the first
+    // failure's (the feed's order never changes), address and agent become the last one's.
     .addColumn('day', 'date', (c) => c.notNull().defaultTo(sql`(now() at time zone 'utc')::date`))
     .addColumn('count', 'integer', (c) => c.notNull().defaultTo(1))
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))

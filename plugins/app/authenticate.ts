@@ -51,6 +51,14 @@ const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 const PURGE_INTERVAL_MS = 10 * 60_000
 /** A session's "last seen" is written at most once a minute. */
 const LAST_SEEN_RESOLUTION_MS = 60_000
+/**
+ * How far in the future a token's `iat` may be: clocks a little apart (and the next second a
+ * token signed within a password change carries). Beyond it a token is refused, or one minted
+ * before "sign out everywhere else" by a fast clock would pass for one minted after it.
+ */
+const IAT_LEEWAY_SECONDS = 5
+/** Our jti is a UUID; sessions keep ids up to this long. */
+const MAX_JTI_LENGTH = 255
 
 export default fp(async function authenticate (fastify) {
   const secureCookie = new URL(fastify.config.http.apiUrl).protocol === 'https:'
@@ -79,6 +87,7 @@ export default fp(async function authenticate (fastify) {
     } catch {
       throw new UnauthorizedError()
     }
+    if (claims.iat > Date.now() / 1000 + IAT_LEEWAY_SECONDS || claims.jti.length > MAX_JTI_LENGTH) throw new UnauthorizedError()
     const holder = await findUserForToken(fastify.db, claims.sub, claims.jti)
     // A deleted user, a revoked token, or a token from before a password change.
     if (holder === undefined || claims.iat < earliestTokenIat(holder.user)) throw new UnauthorizedError()

@@ -5,22 +5,22 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { openIdProvider } from '../../accounts/identity-provider.js'
 import { outboxMail } from '../../accounts/mail.js'
-import { FLOW_TTL_MS, providerSignIn, type ProviderSignIn } from '../../accounts/provider-sign-in.js'
+import { providerSignIn, type BrowserBinding, type BrowserSecrets, type ProviderSignIn } from '../../accounts/provider-sign-in.js'
 import { allowedOrigins } from '../../config.js'
 import { purgeExpiredSignInState } from '../../db/identities.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     providerSignIn: ProviderSignIn
-    /** Sets the cookie that binds a started flow to this browser: the callback asks for it. */
-    bindProviderFlow: (reply: FastifyReply, browserSecret: string) => void
-    providerFlowOf: (request: FastifyRequest) => string | undefined
-    unbindProviderFlow: (reply: FastifyReply) => void
+    /** Sets the cookie of a flow's or a code's browser binding (accounts/provider-sign-in.ts). */
+    bindToBrowser: (reply: FastifyReply, binding: BrowserBinding) => void
+    /** The binding cookies this request presented, by key. */
+    browserSecretsOf: (request: FastifyRequest) => BrowserSecrets
+    unbindFromBrowser: (reply: FastifyReply, key: string) => void
   }
 }
 
 const PURGE_INTERVAL_MS = 10 * 60_000
-const FLOW_COOKIE = 'oidc_flow'
 
 export default fp(async function identityProviders (fastify) {
   const { config, db, log } = fastify
@@ -35,14 +35,20 @@ export default fp(async function identityProviders (fastify) {
     warn: (err, message) => log.warn({ err }, message)
   }))
 
-  // Sent only to /auth/providers/… (the callback), on the provider's top-level redirect back (Lax).
-  const flowCookie = { httpOnly: true, sameSite: 'lax', path: '/auth/providers/', secure: new URL(config.http.apiUrl).protocol === 'https:' } as const
-  fastify.decorate('bindProviderFlow', (reply: FastifyReply, browserSecret: string) => {
-    reply.setCookie(FLOW_COOKIE, browserSecret, { ...flowCookie, maxAge: FLOW_TTL_MS / 1000 })
+  // One cookie per flow and per code, named after its key, so two flows in one browser (two tabs,
+  // a sign-in and a link) keep their own. On https the __Host- prefix: only this host, with
+  // Secure and Path=/, may set it, so a sibling subdomain cannot plant its own flow's secret.
+  // SameSite=Lax: sent on the provider's top-level redirect back, and on the web client's
+  // exchange when it is on the same site.
+  const secure = new URL(config.http.apiUrl).protocol === 'https:'
+  const cookieName = (key: string) => `${secure ? '__Host-' : ''}oidc_${key}`
+  const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure } as const
+  fastify.decorate('bindToBrowser', (reply: FastifyReply, binding: BrowserBinding) => {
+    reply.setCookie(cookieName(binding.key), binding.secret, { ...cookieOptions, maxAge: Math.ceil(binding.maxAgeMs / 1000) })
   })
-  fastify.decorate('providerFlowOf', (request: FastifyRequest) => request.cookies[FLOW_COOKIE])
-  fastify.decorate('unbindProviderFlow', (reply: FastifyReply) => {
-    reply.clearCookie(FLOW_COOKIE, flowCookie)
+  fastify.decorate('browserSecretsOf', (request: FastifyRequest) => (key: string) => request.cookies[cookieName(key)])
+  fastify.decorate('unbindFromBrowser', (reply: FastifyReply, key: string) => {
+    reply.clearCookie(cookieName(key), cookieOptions)
   })
 
   fastify.jobs.every('identity.purge', PURGE_INTERVAL_MS, async () => {

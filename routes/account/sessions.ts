@@ -65,15 +65,15 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listSecurityEvents',
       summary: 'What happened to the account in the last 90 days, newest first',
       description: 'Sign-ins (method, address, user agent), failed password sign-ins (one event a day with its count), sign-outs, ' +
-        'sessions ended, password and email changes, identity-provider sign-ins linked and unlinked. Paged by `limit` and `offset`.',
+        'sessions ended, password and email changes, identity-provider sign-ins linked and unlinked. Paged by `limit` and `before` ' +
+        '(the previous page\'s `nextBefore`).',
       querystring: SecurityEventsQuery,
       response: { 200: ref(SecurityEventList) }
     }
   }, async (request) => {
     const limit = request.query.limit ?? 50
-    const offset = request.query.offset ?? 0
-    const { events, more } = await fastify.sessions.events(request.user.id, { limit, offset })
-    return { success: true as const, data: events.map(toSecurityEvent), ...(more && { nextOffset: offset + events.length }) }
+    const { events, more } = await fastify.sessions.events(request.user.id, { limit, before: request.query.before })
+    return { success: true as const, data: events.map(toSecurityEvent), ...(more && { nextBefore: String(events.at(-1)!.id) }) }
   })
 }
 

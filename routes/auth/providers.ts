@@ -31,7 +31,7 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Sign in with an identity provider: redirects the browser to it',
       description: 'Open in the browser (a navigation, not a fetch). Redirects (302) to the provider\'s sign-in page: OpenID Connect ' +
         'authorization code flow with PKCE (S256), `state` and `nonce`, kept server-side for 10 minutes and bound to this browser by ' +
-        'an httpOnly cookie. `returnTo` must be on APP_URL\'s origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. ' +
+        'an httpOnly cookie (`oidc_<key>`, `__Host-oidc_<key>` on https). `returnTo` must be on APP_URL\'s origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. ' +
         'A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`.',
       params: ProviderParams,
       querystring: StartQuery,
@@ -40,7 +40,7 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const started = await providerSignIn.start(request.params.id, request.query.returnTo)
     if ('error' in started) return reply.redirect(started.error, 302)
-    fastify.bindProviderFlow(reply, started.browserSecret)
+    fastify.bindToBrowser(reply, started.binding)
     return reply.redirect(started.url, 302)
   })
 
@@ -52,7 +52,7 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Where the provider sends the browser back: register this URL at the provider',
       description: 'Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, ' +
         'nonce, expiry, signature by the provider\'s keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` ' +
-        '(60 s, once; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: ' +
+        '(60 s, once, bound to this browser by a cookie like the flow\'s; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: ' +
         '`INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` ' +
         '(an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.',
       params: ProviderParams,
@@ -61,9 +61,10 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const callbackUrl = new URL(request.url, fastify.config.http.apiUrl)
-    const target = await providerSignIn.callback(request.params.id, callbackUrl, fastify.providerFlowOf(request), clientOf(request))
-    fastify.unbindProviderFlow(reply)
-    return reply.redirect(target, 302)
+    const result = await providerSignIn.callback(request.params.id, callbackUrl, fastify.browserSecretsOf(request), clientOf(request))
+    if (result.unbind !== undefined) fastify.unbindFromBrowser(reply, result.unbind)
+    if (result.bind !== undefined) fastify.bindToBrowser(reply, result.bind)
+    return reply.redirect(result.redirect, 302)
   })
 
   fastify.post('/providers/exchange', {
@@ -73,14 +74,17 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'exchangeSignInCode',
       summary: 'Exchange the one-time code from a provider sign-in for a token',
       description: 'The same answer as POST /auth/login: the token, the user, and the `auth_token` cookie; the session\'s method is ' +
-        '`provider`. An unknown, used or expired code (60 s) is 400 `SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.',
+        '`provider`. The browser that signed in must send it, with its cookies (`credentials: \'include\'`; the web client and the API on ' +
+        'one site): the code is bound to that browser. An unknown, used or expired code (60 s), or one from another browser, is 400 ' +
+        '`SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.',
       body: ref(ExchangeBody),
       response: { 200: ref(AuthResponse) }
     }
   }, async (request, reply) => {
     const client = clientOf(request)
-    const { user, provider } = await providerSignIn.exchange(client, request.body.code)
+    const { user, provider, unbind } = await providerSignIn.exchange(client, request.body.code, fastify.browserSecretsOf(request))
     const token = await fastify.signIn(reply, user, { method: 'provider', provider, client })
+    fastify.unbindFromBrowser(reply, unbind)
     return { success: true as const, token, user: toUser(user) }
   })
 }

@@ -20,7 +20,7 @@ const idp = await startOidcProvider(t, {
   accounts: [
     { subject: 'new-1', email: uniqueEmail('New.Person').toUpperCase(), emailVerified: true, name: 'New Person' },
     { subject: 'unverified-2', email: uniqueEmail('unverified'), emailVerified: false },
-    { subject: 'existing-3', email: existingEmail, emailVerified: true },
+    { subject: 'existing-3', email: `  ${existingEmail.toUpperCase()} `, emailVerified: true },
     { subject: 'link-4', email: linkedEmail, emailVerified: true },
     { subject: 'tamper-5', email: uniqueEmail('tamper'), emailVerified: true },
     { subject: 'down-6', email: uniqueEmail('down'), emailVerified: true },
@@ -44,45 +44,74 @@ const app = await build(t, {
   OIDC_TEST_NAME: 'Test IdP'
 })
 
-const cookieOf = (res: LightMyRequestResponse, name: string) => res.cookies.find((c) => c.name === name)
 const location = (res: LightMyRequestResponse) => new URL(String(res.headers.location))
 const pathOf = (url: URL) => `${url.pathname}${url.search}`
 const count = async (table: 'users' | 'user_identities' | 'sessions' | 'oidc_flows' | 'sign_in_codes') =>
   Number((await app.db.selectFrom(table).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n)
 
-interface Started { res: LightMyRequestResponse, providerUrl: string, flowCookie: string }
+/** A browser as far as the API sees it: its cookie jar, kept from every answer, sent with every request. */
+class Browser {
+  readonly jar = new Map<string, string>()
+  constructor (readonly agent = 'Test Browser/1.0') {}
 
-async function start (t: Test, returnTo = `${APP}/welcome`): Promise<Started> {
-  const res = await app.inject({ method: 'GET', url: `/auth/providers/test/start?returnTo=${encodeURIComponent(returnTo)}` })
-  t.equal(res.statusCode, 302, 'start redirects')
-  const cookie = cookieOf(res, 'oidc_flow')
-  if (cookie === undefined) throw new Error(`no flow cookie: ${res.statusCode} ${res.headers.location}`)
-  return { res, providerUrl: String(res.headers.location), flowCookie: cookie.value }
+  async request (method: 'GET' | 'POST' | 'DELETE', url: string, options: { payload?: Record<string, unknown>, headers?: Record<string, string> } = {}): Promise<LightMyRequestResponse> {
+    const res = await app.inject({ method, url, headers: { 'user-agent': this.agent, ...options.headers }, cookies: Object.fromEntries(this.jar), ...(options.payload && { payload: options.payload }) })
+    for (const cookie of res.cookies) {
+      if (cookie.maxAge === 0 || cookie.value === '' || (cookie.expires !== undefined && cookie.expires.getTime() <= Date.now())) this.jar.delete(cookie.name)
+      else this.jar.set(cookie.name, cookie.value)
+    }
+    return res
+  }
+
+  /** The provider's binding cookies it holds. */
+  get bindings (): string[] { return [...this.jar.keys()].filter((name) => name.startsWith('oidc_')) }
 }
 
-/** The callback as the browser would deliver it: the provider's redirect, the flow cookie. */
-const callback = (url: URL, flowCookie?: string) =>
-  app.inject({ method: 'GET', url: pathOf(url), headers: { 'user-agent': 'Test Browser/1.0' }, ...(flowCookie !== undefined && { cookies: { oidc_flow: flowCookie } }) })
+interface Started { res: LightMyRequestResponse, providerUrl: string, browser: Browser }
+
+async function start (t: Test, returnTo = `${APP}/welcome`, browser = new Browser()): Promise<Started> {
+  const res = await browser.request('GET', `/auth/providers/test/start?returnTo=${encodeURIComponent(returnTo)}`)
+  t.equal(res.statusCode, 302, 'start redirects')
+  return { res, providerUrl: String(res.headers.location), browser }
+}
+
+/** The callback as a browser delivers it: the provider's redirect, with its cookies. */
+const callback = (url: URL, browser: Browser) => browser.request('GET', pathOf(url))
 
 /** Start → the provider as `subject` → callback: where the browser lands. */
-async function signInAt (t: Test, subject: string, returnTo?: string): Promise<URL> {
-  const started = await start(t, returnTo)
+async function signInAt (t: Test, subject: string, returnTo?: string, browser = new Browser()): Promise<URL> {
+  const started = await start(t, returnTo, browser)
   const back = await idp.signInAt(started.providerUrl, subject)
-  const res = await callback(back, started.flowCookie)
+  const res = await callback(back, browser)
   t.equal(res.statusCode, 302, 'the callback redirects')
   return location(res)
 }
 
-const exchange = (code: string) =>
-  app.inject({ method: 'POST', url: '/auth/providers/exchange', headers: { 'user-agent': 'Test Browser/1.0' }, payload: { code } })
+const exchange = (code: string, browser: Browser) => browser.request('POST', '/auth/providers/exchange', { payload: { code } })
 
 async function signedIn (t: Test, subject: string): Promise<{ token: string, user: Record<string, any> }> {
-  const landed = await signInAt(t, subject)
+  const browser = new Browser()
+  const landed = await signInAt(t, subject, undefined, browser)
   const code = landed.searchParams.get('signin')
   if (code === null) throw new Error(`not signed in: ${landed.href}`)
-  const res = await exchange(code)
+  const res = await exchange(code, browser)
   t.equal(res.statusCode, 200, 'the code is exchanged')
   return { token: json(res).token, user: json(res).user }
+}
+
+/** The owner confirms the address through the welcome mail's link (a link needs a verified address). */
+async function verifyEmail (user: { email: string }): Promise<void> {
+  const welcome = await sink.waitFor((mail) => mail.to === user.email && mail.token !== undefined)
+  const res = await app.inject({ method: 'POST', url: '/auth/email/verify', payload: { token: welcome.token } })
+  if (res.statusCode !== 200) throw new Error(`verify: ${res.statusCode} ${res.body}`)
+}
+
+/** POST /account/identities/test from `browser` signed in with `auth`, then the provider as `subject`: where it lands. */
+async function link (t: Test, auth: Record<string, string>, subject: string, returnTo?: string, browser = new Browser()): Promise<URL> {
+  const query = returnTo === undefined ? '' : `?returnTo=${encodeURIComponent(returnTo)}`
+  const res = await browser.request('POST', `/account/identities/test${query}`, { headers: auth })
+  t.equal(res.statusCode, 200, `link started: ${res.body}`)
+  return location(await callback(await idp.signInAt(json(res).data.url, subject), browser))
 }
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
@@ -102,10 +131,11 @@ t.test('start: a redirect to the provider with PKCE S256, state and nonce, bound
     response_type: 'code', client_id: client.clientId, redirect_uri: CALLBACK, code_challenge_method: 'S256', scope: 'openid email profile'
   })
   for (const name of ['state', 'nonce', 'code_challenge']) t.match(url.searchParams.get(name), /^[\w-]{43,}$/, name)
-  t.match(cookieOf(res, 'oidc_flow'), { httpOnly: true, sameSite: 'Lax', path: '/auth/providers/', maxAge: 600 })
+  const [cookie] = res.cookies
+  t.match(cookie, { name: /^oidc_[0-9a-f]{16}$/, httpOnly: true, sameSite: 'Lax', path: '/', maxAge: 600 }, 'a cookie of its own binds the flow to this browser')
   const stored = await app.db.selectFrom('oidc_flows').selectAll().execute()
   t.notOk(stored.some((flow) => flow.state_hash === url.searchParams.get('state')), 'the state is stored only as its hash')
-  t.notOk(stored.some((flow) => flow.browser_hash === cookieOf(res, 'oidc_flow')!.value), 'and so is the browser\'s cookie')
+  t.notOk(stored.some((flow) => flow.browser_hash === cookie!.value), 'and so is the browser\'s cookie')
 })
 
 t.test('start refuses a returnTo off our origins and an unknown provider', async (t) => {
@@ -123,18 +153,21 @@ t.test('start refuses a returnTo off our origins and an unknown provider', async
 
 t.test('a new verified identity makes a new account without a password, signed in through a one-time code', async (t) => {
   const usersBefore = await count('users')
-  const landed = await signInAt(t, 'new-1')
+  const browser = new Browser()
+  const landed = await signInAt(t, 'new-1', undefined, browser)
   t.equal(`${landed.origin}${landed.pathname}`, `${APP}/welcome`, 'back on returnTo')
   const code = landed.searchParams.get('signin')!
   t.match(code, /^[\w-]{43}$/)
   t.equal(await count('users'), usersBefore + 1, 'one account made')
 
-  const res = await exchange(code)
+  t.equal(browser.bindings.length, 1, 'the flow\'s cookie gave way to the code\'s')
+  const res = await exchange(code, browser)
   t.equal(res.statusCode, 200)
+  t.same(browser.bindings, [], 'the exchange clears the code\'s cookie')
   const body = json(res)
   t.same(Object.keys(body).sort(), ['success', 'token', 'user'], 'the answer of POST /auth/login')
   t.match(body.user, { name: 'New Person', email: /^new\.person-[0-9a-f]{8}@example\.com$/, emailVerified: /^\d{4}-/ })
-  t.ok(cookieOf(res, 'auth_token')?.httpOnly, 'and its cookie')
+  t.ok(res.cookies.find((c) => c.name === 'auth_token')?.httpOnly, 'and its cookie')
   const me = await app.inject({ method: 'GET', url: '/auth/me', headers: bearer(body.token) })
   t.equal(json(me).data.id, body.user.id)
 
@@ -152,7 +185,7 @@ t.test('a new verified identity makes a new account without a password, signed i
   const [event] = json(await app.inject({ method: 'GET', url: '/account/security-events', headers: bearer(body.token) })).data
   t.match(event, { type: 'sign-in', method: 'provider', provider: 'test' })
 
-  const again = await exchange(code)
+  const again = await exchange(code, browser)
   t.equal(again.statusCode, 400, 'the code works once')
   t.same(json(again), { success: false, error: 'This sign-in code is invalid or has expired', code: 'SIGN_IN_CODE_INVALID' })
 
@@ -184,7 +217,7 @@ t.test('a new verified identity makes a new account without a password, signed i
   })
 })
 
-t.test('an identity whose email has an account is never linked silently: ACCOUNT_EXISTS, nothing stored', async (t) => {
+t.test('an identity whose email (in any case) has an account is never linked silently: ACCOUNT_EXISTS, nothing stored', async (t) => {
   const owner = await registerUser(app, { email: existingEmail })
   const [users, identities] = [await count('users'), await count('user_identities')]
   const landed = await signInAt(t, 'existing-3')
@@ -206,13 +239,11 @@ t.test('an unverified provider email makes no account and matches none', async (
 
 t.test('linking: the signed-in owner links the identity; it then signs them in; a notice is mailed', async (t) => {
   const owner = await registerUser(app, { email: linkedEmail })
-  const res = await app.inject({ method: 'POST', url: `/account/identities/test?returnTo=${encodeURIComponent(`${APP}/settings`)}`, headers: owner.auth })
-  t.equal(res.statusCode, 200)
-  const { url } = json(res).data
-  t.equal(new URL(url).origin, new URL(idp.issuer).origin, 'the provider\'s sign-in page')
-  const flowCookie = cookieOf(res, 'oidc_flow')!.value
-  const back = await callback(await idp.signInAt(url, 'link-4'), flowCookie)
-  const landed = location(back)
+  const unverified = await app.inject({ method: 'POST', url: '/account/identities/test', headers: owner.auth })
+  t.equal(unverified.statusCode, 403, 'not before the address is confirmed: it may be someone else\'s')
+  t.same(json(unverified), { success: false, error: 'Verify your email address first', code: 'EMAIL_NOT_VERIFIED' })
+  await verifyEmail(owner)
+  const landed = await link(t, owner.auth, 'link-4', `${APP}/settings`)
   t.equal(landed.href, `${APP}/settings?linked=test`)
 
   const identities = json(await app.inject({ method: 'GET', url: '/account/identities', headers: owner.auth })).data
@@ -227,11 +258,8 @@ t.test('linking: the signed-in owner links the identity; it then signs them in; 
 
   await t.test('the same identity cannot be linked to another account', async (t) => {
     const other = await registerUser(app)
-    const res = await app.inject({ method: 'POST', url: '/account/identities/test', headers: other.auth })
-    t.equal(res.statusCode, 200, res.body)
-    const cookie = cookieOf(res, 'oidc_flow')!.value
-    const landed = location(await callback(await idp.signInAt(json(res).data.url, 'link-4'), cookie))
-    t.equal(landed.href, `${APP}/?error=IDENTITY_IN_USE`)
+    await verifyEmail(other)
+    t.equal((await link(t, other.auth, 'link-4')).href, `${APP}/?error=IDENTITY_IN_USE`)
     t.same(json(await app.inject({ method: 'GET', url: '/account/identities', headers: other.auth })).data, [])
   })
 
@@ -259,9 +287,7 @@ t.test('never the last way to sign in: an account without a password keeps its o
   t.equal(json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(solo.token) })).data.length, 1, 'still linked')
 
   // With a second identity linked, one of them may go.
-  const link = await app.inject({ method: 'POST', url: '/account/identities/test', headers: bearer(solo.token) })
-  const landed = location(await callback(await idp.signInAt(json(link).data.url, 'second-8'), cookieOf(link, 'oidc_flow')!.value))
-  t.equal(landed.searchParams.get('linked'), 'test')
+  t.equal((await link(t, bearer(solo.token), 'second-8')).searchParams.get('linked'), 'test')
   t.equal((await app.inject({ method: 'DELETE', url: `/account/identities/${identity.id}`, headers: bearer(solo.token) })).statusCode, 200)
 })
 
@@ -272,38 +298,68 @@ t.test('a callback that is not this browser\'s flow: INVALID_STATE, nothing stor
 
   const forged = new URL(back)
   forged.searchParams.set('state', 'x'.repeat(43))
-  t.equal(location(await callback(forged, started.flowCookie)).href, `${APP}/?error=INVALID_STATE`, 'an unknown state: back to APP_URL')
-  t.equal(location(await callback(back)).href, `${APP}/welcome?error=INVALID_STATE`, 'no flow cookie (another browser)')
-  t.equal(location(await callback(back, started.flowCookie)).href, `${APP}/?error=INVALID_STATE`, 'and the flow is used up by that attempt')
+  t.equal(location(await callback(forged, started.browser)).href, `${APP}/?error=INVALID_STATE`, 'an unknown state: back to APP_URL')
+  t.equal(location(await callback(back, new Browser())).href, `${APP}/welcome?error=INVALID_STATE`, 'another browser (a login CSRF, a flow sent to someone)')
+  t.equal(location(await callback(back, started.browser)).href, `${APP}/?error=INVALID_STATE`, 'and the flow is used up by that attempt')
   t.equal(await count('users'), users)
 
   const replay = await start(t)
   const replayBack = await idp.signInAt(replay.providerUrl, 'tamper-5')
-  const first = location(await callback(replayBack, replay.flowCookie))
+  const first = location(await callback(replayBack, replay.browser))
   t.ok(first.searchParams.get('signin'), 'the first callback signs in')
-  t.equal(location(await callback(replayBack, replay.flowCookie)).searchParams.get('error'), 'INVALID_STATE', 'a replayed callback (the same code) does not')
+  t.equal(location(await callback(replayBack, replay.browser)).searchParams.get('error'), 'INVALID_STATE', 'a replayed callback (the same code) does not')
+
+  const expired = await start(t)
+  const expiredBack = await idp.signInAt(expired.providerUrl, 'tamper-5')
+  await app.db.updateTable('oidc_flows').set({ expires_at: new Date(Date.now() - 1000) }).execute()
+  t.equal(location(await callback(expiredBack, expired.browser)).href, `${APP}/?error=INVALID_STATE`, 'a flow past its 10 minutes')
+})
+
+t.test('a one-time code sent to another browser does not sign it in (login CSRF)', async (t) => {
+  const attacker = new Browser('Attacker')
+  const landed = await signInAt(t, 'tamper-5', undefined, attacker)
+  const code = landed.searchParams.get('signin')!
+  const victim = new Browser('Victim')
+  const res = await exchange(code, victim)
+  t.equal(res.statusCode, 400)
+  t.equal(json(res).code, 'SIGN_IN_CODE_INVALID')
+  t.notOk(res.cookies.some((c) => c.name === 'auth_token'), 'no auth cookie for the victim')
+  t.equal((await exchange(code, attacker)).statusCode, 400, 'and the code is spent')
+})
+
+t.test('two flows in one browser keep their own cookies: both complete', async (t) => {
+  const browser = new Browser()
+  const first = await start(t, `${APP}/first`, browser)
+  const second = await start(t, `${APP}/second`, browser)
+  t.equal(browser.bindings.length, 2)
+  const secondBack = location(await callback(await idp.signInAt(second.providerUrl, 'tamper-5'), browser))
+  const firstBack = location(await callback(await idp.signInAt(first.providerUrl, 'tamper-5'), browser))
+  t.equal(firstBack.pathname, '/first')
+  t.equal(secondBack.pathname, '/second')
+  for (const landed of [firstBack, secondBack]) t.equal((await exchange(landed.searchParams.get('signin')!, browser)).statusCode, 200)
 })
 
 t.test('a replayed provider code is refused by the provider: PROVIDER_REJECTED', async (t) => {
   const first = await start(t)
   const firstBack = await idp.signInAt(first.providerUrl, 'tamper-5')
-  t.ok(location(await callback(firstBack, first.flowCookie)).searchParams.get('signin'))
+  t.ok(location(await callback(firstBack, first.browser)).searchParams.get('signin'))
   // A second flow of the same browser, fed the first flow's code under its own state.
-  const second = await start(t)
+  const second = await start(t, undefined, first.browser)
   const secondBack = await idp.signInAt(second.providerUrl, 'tamper-5')
   const replayed = new URL(secondBack)
   replayed.searchParams.set('code', firstBack.searchParams.get('code')!)
-  t.equal(location(await callback(replayed, second.flowCookie)).searchParams.get('error'), 'PROVIDER_REJECTED')
+  t.equal(location(await callback(replayed, second.browser)).searchParams.get('error'), 'PROVIDER_REJECTED')
 })
 
 t.test('an expired one-time code is refused', async (t) => {
-  const landed = await signInAt(t, 'tamper-5')
+  const browser = new Browser()
+  const landed = await signInAt(t, 'tamper-5', undefined, browser)
   await app.db.updateTable('sign_in_codes').set({ expires_at: new Date(Date.now() - 1000) }).execute()
-  const res = await exchange(landed.searchParams.get('signin')!)
+  const res = await exchange(landed.searchParams.get('signin')!, browser)
   t.equal(res.statusCode, 400)
   t.equal(json(res).code, 'SIGN_IN_CODE_INVALID')
-  for (const code of ['not-a-code', 'x'.repeat(256)]) t.equal((await exchange(code)).statusCode, 400, 'nor does a made-up one')
-  t.equal((await exchange('x'.repeat(257))).statusCode, 400, 'a code too long is refused by its schema')
+  for (const code of ['not-a-code', 'x'.repeat(256)]) t.equal((await exchange(code, browser)).statusCode, 400, 'nor does a made-up one')
+  t.equal((await exchange('x'.repeat(257), browser)).statusCode, 400, 'a code too long is refused by its schema')
 })
 
 t.test('a tampered ID token (wrong audience, wrong nonce, wrong key, expired): INVALID_ID_TOKEN, nothing stored', async (t) => {
@@ -333,7 +389,7 @@ t.test('the provider down: a clear error on the redirect, nothing stored', async
   const back = await idp.signInAt(started.providerUrl, 'down-6')
   await idp.stop()
   t.teardown(() => idp.restart())
-  t.equal(location(await callback(back, started.flowCookie)).href, `${APP}/welcome?error=PROVIDER_UNAVAILABLE`)
+  t.equal(location(await callback(back, started.browser)).href, `${APP}/welcome?error=PROVIDER_UNAVAILABLE`)
   t.equal(await count('users'), users, 'no account')
 
   // Down at the start, with discovery to do: a provider that never came up for this app.
@@ -343,11 +399,14 @@ t.test('the provider down: a clear error on the redirect, nothing stored', async
   const res = await fresh.inject({ method: 'GET', url: `/auth/providers/test/start?returnTo=${encodeURIComponent(`${APP}/login`)}` })
   t.equal(res.statusCode, 302)
   t.equal(res.headers.location, `${APP}/login?error=PROVIDER_UNAVAILABLE`)
-  t.notOk(cookieOf(res, 'oidc_flow'), 'no flow cookie')
+  t.same(res.cookies, [], 'no flow cookie')
   t.equal(await count('oidc_flows'), flows, 'no flow stored')
 
-  const link = await fresh.inject({ method: 'POST', url: '/account/identities/test', headers: (await registerUser(fresh)).auth })
-  t.equal(link.statusCode, 503, 'linking answers 503')
+  const owner = await registerUser(fresh)
+  // Set up as confirmed (this app mails nowhere): what is under test is the provider being down.
+  await fresh.db.updateTable('users').set({ email_verified: new Date() }).where('id', '=', owner.id).execute()
+  const linking = await fresh.inject({ method: 'POST', url: '/account/identities/test', headers: owner.auth })
+  t.equal(linking.statusCode, 503, 'linking answers 503 while the provider is down')
 
   await idp.restart()
   t.ok((await signedIn(t, 'down-6')).token, 'back up: the sign-in works again')
@@ -377,5 +436,44 @@ t.test('the purge: flows never called back and codes never exchanged go once exp
   t.equal(await count('sign_in_codes'), 0)
   t.equal(await count('oidc_flows'), 1, 'only the flow still within its 10 minutes')
   const back = await idp.signInAt(fresh.providerUrl, 'tamper-5')
-  t.ok(location(await callback(back, fresh.flowCookie)).searchParams.get('signin'), 'and it still works')
+  t.ok(location(await callback(back, fresh.browser)).searchParams.get('signin'), 'and it still works')
+})
+
+t.test('a link needs a sign-in of the last 15 minutes, and completes only while that session is live', async (t) => {
+  const owner = await registerUser(app)
+  await verifyEmail(owner)
+  const jti = JSON.parse(Buffer.from(owner.token.split('.')[1]!, 'base64url').toString()).jti as string
+  await app.db.updateTable('sessions').set({ created_at: new Date(Date.now() - 16 * 60_000) }).where('id', '=', jti).execute()
+  const stale = await app.inject({ method: 'POST', url: '/account/identities/test', headers: owner.auth })
+  t.equal(stale.statusCode, 403, 'a session older than 15 minutes (a stolen token, say) cannot add a way in')
+  t.equal(json(stale).code, 'RECENT_SIGN_IN_REQUIRED')
+
+  const fresh = json(await app.inject({ method: 'POST', url: '/auth/login', payload: { email: owner.email, password: owner.password } })).token as string
+  const browser = new Browser()
+  const res = await browser.request('POST', '/account/identities/test', { headers: bearer(fresh) })
+  t.equal(res.statusCode, 200)
+  const back = await idp.signInAt(json(res).data.url, 'solo-7')
+  // Meanwhile the owner signs out that session everywhere (from the older one).
+  t.equal((await app.inject({ method: 'POST', url: '/auth/logout-others', headers: owner.auth })).statusCode, 200)
+  t.equal(location(await callback(back, browser)).searchParams.get('error'), 'INVALID_STATE', 'the link in flight ended with its session')
+  t.same(json(await app.inject({ method: 'GET', url: '/account/identities', headers: owner.auth })).data, [], 'nothing linked')
+})
+
+t.test('a one-time code not yet exchanged ends with "sign out everywhere else"', async (t) => {
+  const signedInBefore = await signedIn(t, 'new-1')
+  const browser = new Browser()
+  const code = (await signInAt(t, 'new-1', undefined, browser)).searchParams.get('signin')!
+  t.equal((await app.inject({ method: 'POST', url: '/auth/logout-others', headers: bearer(signedInBefore.token) })).statusCode, 200)
+  t.equal((await exchange(code, browser)).statusCode, 400)
+})
+
+t.test('an identity of a provider no longer configured is no way to sign in: it does not keep the last one', async (t) => {
+  const user = await signedIn(t, 'down-6')
+  const [identity] = json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(user.token) })).data
+  // A provider this deployment used to have (removed from OIDC_PROVIDERS since).
+  await app.db.insertInto('user_identities').values({ id: 'old-identity', user_id: user.user.id, provider: 'gone', issuer: 'https://gone.example', subject: 'x', email: null }).execute()
+  const res = await app.inject({ method: 'DELETE', url: `/account/identities/${identity.id}`, headers: bearer(user.token) })
+  t.equal(res.statusCode, 409)
+  t.equal(json(res).code, 'LAST_SIGN_IN_METHOD')
+  t.equal((await app.inject({ method: 'DELETE', url: '/account/identities/old-identity', headers: bearer(user.token) })).statusCode, 200, 'the stale one may go')
 })

@@ -105,6 +105,16 @@ t.test('sign out everywhere else: every other session and every token signed els
   t.equal((await me(app, later)).statusCode, 200, 'a token signed elsewhere afterwards works')
 })
 
+t.test('a token whose iat is in the future is refused: a fast clock cannot outlive "everywhere else"', async (t) => {
+  const user = await registerUser(app)
+  const now = Math.floor(Date.now() / 1000)
+  t.equal((await me(app, externalToken(user, now + 3))).statusCode, 200, 'a few seconds of skew are allowed')
+  const ahead = externalToken(user, now + 60)
+  t.equal((await me(app, ahead)).statusCode, 401, 'a minute ahead is not')
+  await app.inject({ method: 'POST', url: '/auth/logout-others', headers: bearer(user.token) })
+  t.equal((await me(app, ahead)).statusCode, 401, 'nor after "everywhere else", which its iat would pass')
+})
+
 t.test('sign out everywhere else from a token signed elsewhere: it becomes an external session and stays', async (t) => {
   const user = await registerUser(app)
   const elsewhere = externalToken(user)
@@ -165,15 +175,22 @@ t.test('the security-events feed: sign-ins, failures counted per day, changes an
   }
   t.same(events.map((e) => e.type), ['sign-in', 'password-changed', 'session-ended', 'sign-in-failed', 'sign-in', 'sign-in'])
   t.match(events[3], { type: 'sign-in-failed', count: 3, address: '203.0.113.5', userAgent: 'Guesser', method: 'password' })
+  t.ok(Date.parse(events[3]!.createdAt) < Date.parse(events[2]!.createdAt), 'at its first failure of the day: later failures do not move it')
   t.match(events[4], { type: 'sign-in', method: 'password', address: '198.51.100.13', userAgent: 'Laptop', count: 1 })
   t.match(events[5], { type: 'sign-in', method: 'registration' })
 
   const first = json(await app.inject({ method: 'GET', url: '/account/security-events?limit=4', headers: bearer(token) }))
-  t.equal(first.data.length, 4)
-  t.equal(first.nextOffset, 4)
-  const second = json(await app.inject({ method: 'GET', url: '/account/security-events?limit=4&offset=4', headers: bearer(token) }))
+  t.same(first.data.map((e: { id: string }) => e.id), events.slice(0, 4).map((e) => e.id))
+  t.equal(first.nextBefore, events[3]!.id)
+  // More happens before the next page is read: the pages neither repeat nor skip.
+  await app.inject({ method: 'POST', url: '/auth/login', remoteAddress: '203.0.113.5', payload: { email: user.email, password: 'wrong again' } })
+  await logIn(app, { email: user.email, password: 'another new password' }, { address: '198.51.100.16', agent: 'Tablet' })
+  const second = json(await app.inject({ method: 'GET', url: `/account/security-events?limit=4&before=${first.nextBefore}`, headers: bearer(token) }))
   t.same(second.data.map((e: { id: string }) => e.id), events.slice(4).map((e) => e.id))
-  t.notOk('nextOffset' in second, 'the last page says nothing follows')
+  t.notOk('nextBefore' in second, 'the last page says nothing follows')
+  const newest = json(await app.inject({ method: 'GET', url: '/account/security-events?limit=1', headers: bearer(token) })).data
+  t.match(newest, [{ type: 'sign-in', userAgent: 'Tablet' }], 'the newest first')
+  t.equal((await app.inject({ method: 'GET', url: '/account/security-events?before=abc', headers: bearer(token) })).statusCode, 400, 'a cursor is an event id')
 
   const other = await registerUser(app)
   const theirs = json(await app.inject({ method: 'GET', url: '/account/security-events', headers: bearer(other.token) })).data
@@ -196,19 +213,23 @@ t.test('an ended session is refused by every instance at once', async (t) => {
   t.equal((await me(two, user.token)).statusCode, 200)
 })
 
-t.test('the purge: sessions whose tokens expired and events past 90 days go; the rest stays', async (t) => {
+t.test('the purge: sessions whose tokens expired a day ago and events past 90 days go; the rest stays', async (t) => {
   const user = await registerUser(app)
   const ended = await logIn(app, user, { address: '198.51.100.15', agent: 'Old' })
   await app.inject({ method: 'DELETE', url: `/account/sessions/${jtiOf(ended)}`, headers: bearer(user.token) })
-  const expired = randomUUID()
-  await app.db.insertInto('sessions').values({ id: expired, user_id: user.id, method: 'password', address: null, user_agent: null, expires_at: new Date(Date.now() - 1000) }).execute()
+  const [expired, justExpired] = [randomUUID(), randomUUID()]
+  await app.db.insertInto('sessions').values([
+    { id: expired, user_id: user.id, method: 'password', address: null, user_agent: null, expires_at: new Date(Date.now() - 25 * 3600_000) },
+    { id: justExpired, user_id: user.id, method: 'password', address: null, user_agent: null, expires_at: new Date(Date.now() - 1000) }
+  ]).execute()
   await app.db.insertInto('security_events').values({ user_id: user.id, type: 'sign-in', method: 'password', provider: null, address: null, user_agent: null, created_at: new Date(Date.now() - 91 * 86_400_000).toISOString() }).execute()
   const events = async () => (await app.db.selectFrom('security_events').select('created_at').where('user_id', '=', user.id).execute()).length
   t.equal(await events(), 4, 'registration, sign-in, session ended, and the old one')
 
   await app.jobs.runOnce('sessions.purge')
   const ids = (await app.db.selectFrom('sessions').select('id').where('user_id', '=', user.id).execute()).map((row) => row.id).sort()
-  t.same(ids, [jtiOf(user.token), jtiOf(ended)].sort(), 'the expired one went; the ended one stays while its token could still be presented')
+  t.same(ids, [jtiOf(user.token), jtiOf(ended), justExpired].sort(),
+    'the one expired a day ago went; the ended one stays while its token could be presented, and one just expired for a day (clocks disagree)')
   t.equal(await events(), 3, 'the event past 90 days went')
   t.equal((await me(app, ended)).statusCode, 401, 'and the ended session\'s token is still refused')
 })
