@@ -26,7 +26,9 @@ const idp = await startOidcProvider(t, {
     { subject: 'down-6', email: uniqueEmail('down'), emailVerified: true },
     { subject: 'solo-7', email: uniqueEmail('solo'), emailVerified: true },
     { subject: 'second-8', email: uniqueEmail('second'), emailVerified: true },
-    { subject: 'noemail-9' }
+    { subject: 'noemail-9' },
+    { subject: 'pair-10', email: uniqueEmail('pair'), emailVerified: true },
+    { subject: 'pair-11', email: uniqueEmail('pair-other'), emailVerified: true }
   ]
 })
 
@@ -476,4 +478,15 @@ t.test('an identity of a provider no longer configured is no way to sign in: it 
   t.equal(res.statusCode, 409)
   t.equal(json(res).code, 'LAST_SIGN_IN_METHOD')
   t.equal((await app.inject({ method: 'DELETE', url: '/account/identities/old-identity', headers: bearer(user.token) })).statusCode, 200, 'the stale one may go')
+})
+
+t.test('two removals at once cannot both pass: one of the last two identities stays', async (t) => {
+  const user = await signedIn(t, 'pair-10')
+  t.equal((await link(t, bearer(user.token), 'pair-11')).searchParams.get('linked'), 'test')
+  const identities = json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(user.token) })).data as Array<{ id: string }>
+  t.equal(identities.length, 2)
+  const answers = await Promise.all(identities.map((identity) =>
+    app.inject({ method: 'DELETE', url: `/account/identities/${identity.id}`, headers: bearer(user.token) })))
+  t.same(answers.map((res) => res.statusCode).sort(), [200, 409])
+  t.equal(json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(user.token) })).data.length, 1)
 })
