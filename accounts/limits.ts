@@ -27,6 +27,10 @@ export interface Client {
   userAgent?: string
 }
 
+/** The client as sessions and security events record it: address and User-Agent, bounded as their columns are. */
+export const recordedClient = (client: Client): { address: string | null, userAgent: string | null } =>
+  ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
+
 /** One admitted password or link check; it ends failed or succeeded (or in neither, when what follows the check fails). */
 export interface Attempt {
   /**

@@ -18,7 +18,7 @@ import {
   UnauthorizedError, ValidationError
 } from '../errors.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
-import type { Client, SignInLimits } from './limits.js'
+import { recordedClient, type Client, type SignInLimits } from './limits.js'
 import type { AccountMail } from './mail.js'
 import type { PresentedToken } from './sessions.js'
 
@@ -109,7 +109,6 @@ const sha256 = (value: string): string => createHash('sha256').update(value, 'ut
 const bindingKey = (hash: string): string => hash.slice(0, 16)
 const randomToken = (): string => randomBytes(32).toString('base64url')
 const sameHash = (a: string, b: string): boolean => a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b))
-const eventClient = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
 
 function withParam (url: string, name: string, value: string): string {
   const target = new URL(url)
@@ -231,7 +230,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
         await createIdentity(tx, {
           id: randomUUID(), user_id: userId, provider: providerId, issuer: identity.issuer, subject: identity.subject, email: identity.email?.slice(0, 255) ?? null
         })
-        await recordSecurityEvent(tx, { userId, type: 'identity-linked', provider: providerId, ...eventClient(client) })
+        await recordSecurityEvent(tx, { userId, type: 'identity-linked', provider: providerId, ...recordedClient(client) })
         return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'added', what: `Sign-in with ${provider.name}` }] }
       })
     } catch (err) {
@@ -317,7 +316,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
         // The removed one counted only if its provider is configured.
         const left = methods.identities - (byId.has(removed.provider) ? 1 : 0)
         if (!methods.hasPassword && left < 1) throw new LastSignInMethodError()
-        await recordSecurityEvent(tx, { userId: user.id, type: 'identity-unlinked', provider: removed.provider, ...eventClient(client) })
+        await recordSecurityEvent(tx, { userId: user.id, type: 'identity-unlinked', provider: removed.provider, ...recordedClient(client) })
         const name = byId.get(removed.provider)?.name ?? removed.provider
         return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'removed', what: `Sign-in with ${name}` }] }
       })

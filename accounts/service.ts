@@ -18,7 +18,7 @@ import {
 } from '../errors.js'
 import { hashToken } from '../mail/outbox.js'
 import type { Passwords } from '../plugins/app/passwords.js'
-import type { Attempt, Client, SignInLimits } from './limits.js'
+import { recordedClient, type Attempt, type Client, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail } from './mail.js'
 import type { Sessions } from './sessions.js'
 
@@ -77,9 +77,6 @@ export interface AccountDependencies {
 
 /** Names trimmed, and blank ones none. */
 const cleanName = (name: string | null | undefined): string | null => name?.trim() || null
-
-/** The client as a security event records it. */
-const eventClient = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
 
 export function accountService ({ db, passwords, limits, mail, sessions }: AccountDependencies): Accounts {
   /** A check that will hash: admitted by the limits, then by the hashing pool (503 when full), before any query. */
@@ -154,14 +151,14 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
           if (row === undefined) return { value: undefined, emails }
           if (emailChanges) {
             emails.push({ kind: 'verification', user: row }, { kind: 'email-changed', user: row, oldEmail: user.email })
-            await recordSecurityEvent(tx, { userId: row.id, type: 'email-changed', ...eventClient(client) })
+            await recordSecurityEvent(tx, { userId: row.id, type: 'email-changed', ...recordedClient(client) })
           }
           if (passwordHash !== undefined) {
             // A reset link sent before the change must not undo it; every session ends (the route signs in anew).
             await voidEmailTokens(tx, row.id, 'password_reset')
             await endSessions(tx, row.id)
             await voidSignInState(tx, row.id)
-            await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...eventClient(client) })
+            await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...recordedClient(client) })
             emails.push({ kind: 'password-changed', user: row })
           }
           return { value: row, emails }
@@ -195,7 +192,7 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         const updated = await resetPassword(tx, userId, passwordHash)
         await endSessions(tx, userId)
         await voidSignInState(tx, userId)
-        await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...eventClient(client) })
+        await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...recordedClient(client) })
         return { value: updated, emails: [{ kind: 'password-changed', user: updated }] }
       })
       if (user === undefined) throw await invalid()

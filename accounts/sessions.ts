@@ -10,7 +10,7 @@ import { createSession, endOtherTokens, endSession, endSessions, listLiveSession
 import { revokeToken } from '../db/revoked-tokens.js'
 import type { Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
 import { SessionNotFoundError, UnauthorizedError } from '../errors.js'
-import type { Client } from './limits.js'
+import { recordedClient, type Client } from './limits.js'
 
 /** The most sessions a list shows (a user has far fewer live ones). */
 export const MAX_LISTED_SESSIONS = 100
@@ -59,8 +59,6 @@ export interface SessionDependencies {
   warn: (err: unknown, message: string) => void
 }
 
-const clientFacts = (client: Client) => ({ address: client.address?.slice(0, 64) ?? null, userAgent: client.userAgent?.slice(0, 512) ?? null })
-
 export function sessionService ({ db, warn }: SessionDependencies): Sessions {
   return {
     async start (session) {
@@ -70,10 +68,10 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
           userId: session.userId,
           method: session.method,
           provider: session.provider,
-          ...clientFacts(session.client),
+          ...recordedClient(session.client),
           expiresAt: session.expiresAt
         })
-        await recordSecurityEvent(tx, { userId: session.userId, type: 'sign-in', method: session.method, provider: session.provider, ...clientFacts(session.client) })
+        await recordSecurityEvent(tx, { userId: session.userId, type: 'sign-in', method: session.method, provider: session.provider, ...recordedClient(session.client) })
       })
     },
 
@@ -82,7 +80,7 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
     async end (userId, id, client) {
       const ended = await db.transaction().execute(async (tx) => {
         if (!await endSession(tx, userId, id)) return false
-        await recordSecurityEvent(tx, { userId, type: 'session-ended', ...clientFacts(client) })
+        await recordSecurityEvent(tx, { userId, type: 'session-ended', ...recordedClient(client) })
         return true
       })
       if (!ended) throw new SessionNotFoundError()
@@ -91,7 +89,7 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
     endOthers (userId, current, client) {
       return db.transaction().execute(async (tx) => {
         if (!current.hasSession) {
-          const adopted = await createSession(tx, { id: current.jti, userId, method: 'external', ...clientFacts(client), expiresAt: new Date(current.exp * 1000 + 60_000) })
+          const adopted = await createSession(tx, { id: current.jti, userId, method: 'external', ...recordedClient(client), expiresAt: new Date(current.exp * 1000 + 60_000) })
           // Its jti is another user's session id: it cannot become a session, and would not survive.
           if (!adopted) throw new UnauthorizedError()
         }
@@ -99,7 +97,7 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
         await endOtherTokens(tx, userId, new Date())
         // Links in flight and codes not yet exchanged end with the sessions.
         await voidSignInState(tx, userId)
-        await recordSecurityEvent(tx, { userId, type: 'other-sessions-ended', ...clientFacts(client) })
+        await recordSecurityEvent(tx, { userId, type: 'other-sessions-ended', ...recordedClient(client) })
         return ended
       })
     },
@@ -108,13 +106,13 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
       await db.transaction().execute(async (tx) => {
         await revokeToken(tx, { jti: current.jti, userId, expiresAt: new Date(current.exp * 1000) })
         if (current.hasSession && await endSession(tx, userId, current.jti)) {
-          await recordSecurityEvent(tx, { userId, type: 'signed-out', ...clientFacts(client) })
+          await recordSecurityEvent(tx, { userId, type: 'signed-out', ...recordedClient(client) })
         }
       })
     },
 
     failedSignIn (userId, client) {
-      recordFailedSignIn(db, { userId, method: 'password', ...clientFacts(client) })
+      recordFailedSignIn(db, { userId, method: 'password', ...recordedClient(client) })
         .catch((err: unknown) => warn(err, 'recording a failed sign-in failed'))
     },
 
