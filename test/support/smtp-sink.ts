@@ -87,6 +87,10 @@ export async function startSmtpSink (port = 0, options: { rejectRecipients?: Reg
       }, (err) => callback(err as Error))
     }
   })
+  // A client that vanishes mid-conversation (a service the test killed while its pooled SMTP
+  // connection was open) resets its socket; smtp-server re-emits that on the server, where an
+  // unheard 'error' would crash the test process after every assertion had passed.
+  server.on('error', () => {})
   server.listen(port, '127.0.0.1')
   await once(server.server, 'listening')
   const bound = (server.server.address() as { port: number }).port
