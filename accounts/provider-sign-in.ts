@@ -72,14 +72,17 @@ export interface LinkCaller { user: UserRow, token: PresentedToken }
 
 export interface ProviderSignIn {
   providers: () => Array<{ id: string, name: string }>
-  /** 404 PROVIDER_NOT_FOUND; 400 for a returnTo off our origins; an unreachable provider is a redirect with its error. */
-  start: (providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
+  /**
+   * 404 PROVIDER_NOT_FOUND; 400 for a returnTo off our origins; 429 past the client's sign-in
+   * attempts (each start is one, and stores a flow); an unreachable provider is a redirect with its error.
+   */
+  start: (client: Client, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
   /**
    * A flow that links the identity to the caller when it comes back, if the caller's session is
    * live then. 403 RECENT_SIGN_IN_REQUIRED unless that session began within 15 minutes;
    * 403 EMAIL_NOT_VERIFIED while the account's address is unconfirmed.
    */
-  startLink: (caller: LinkCaller, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
+  startLink: (client: Client, caller: LinkCaller, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
   /** Always a redirect: to returnTo with `signin=<code>` (or `linked=<provider>`), or with `error=<CallbackError>`. */
   callback: (providerId: string, callbackUrl: URL, secrets: BrowserSecrets, client: Client) => Promise<CallbackResult>
   /** The user a one-time code signs in, the code used up; 400 SIGN_IN_CODE_INVALID, also from another browser. */
@@ -154,9 +157,12 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     return url.href
   }
 
-  async function begin (providerId: string, returnTo: string | undefined, link: { userId: string, sessionId: string } | null): Promise<Started | { error: string }> {
+  async function begin (client: Client, providerId: string, returnTo: string | undefined, link: { userId: string, sessionId: string } | null): Promise<Started | { error: string }> {
     const provider = providerOf(providerId)
     const target = checkedReturnTo(returnTo)
+    // A sign-in attempt of this client, counted before the provider is asked or a flow stored:
+    // the flows one client can leave behind are bounded by its attempts per window.
+    await limits.admit(client)
     const secrets = randomFlowSecrets()
     let url: string
     try {
@@ -242,16 +248,16 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
   return {
     providers: () => deps.providers.map(({ id, name }) => ({ id, name })),
 
-    start: (providerId, returnTo) => begin(providerId, returnTo, null),
+    start: (client, providerId, returnTo) => begin(client, providerId, returnTo, null),
 
-    async startLink ({ user, token }, providerId, returnTo) {
+    async startLink (client, { user, token }, providerId, returnTo) {
       providerOf(providerId)
       // A new way in is for the owner: one who signed in just now, to an address that is theirs
       // (an unconfirmed address may be someone else's, registered to wait for its owner).
       const began = token.hasSession ? await liveSessionStart(db, user.id, token.jti) : undefined
       if (began === undefined || Date.now() - Date.parse(began) > RECENT_SIGN_IN_MS) throw new RecentSignInRequiredError()
       if (user.email_verified === null) throw new EmailNotVerifiedError()
-      return begin(providerId, returnTo, { userId: user.id, sessionId: token.jti })
+      return begin(client, providerId, returnTo, { userId: user.id, sessionId: token.jti })
     },
 
     async callback (providerId, callbackUrl, secrets, client) {

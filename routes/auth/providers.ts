@@ -32,13 +32,14 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Open in the browser (a navigation, not a fetch). Redirects (302) to the provider\'s sign-in page: OpenID Connect ' +
         'authorization code flow with PKCE (S256), `state` and `nonce`, kept server-side for 10 minutes and bound to this browser by ' +
         'an httpOnly cookie (`oidc_<key>`, `__Host-oidc_<key>` on https). `returnTo` must be on APP_URL\'s origin or one of CORS_ORIGINS (400 otherwise); the default is APP_URL. ' +
-        'A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`.',
+        'A provider that cannot be reached redirects to `returnTo?error=PROVIDER_UNAVAILABLE`. Unknown provider: 404 `PROVIDER_NOT_FOUND`. ' +
+        'Each start is a sign-in attempt of the client address, limited like sign-in (429).',
       params: ProviderParams,
       querystring: StartQuery,
       response: { 302: Redirect('To the provider, or back to `returnTo` with `error`'), ...errorResponses(404) }
     }
   }, async (request, reply) => {
-    const started = await providerSignIn.start(request.params.id, request.query.returnTo)
+    const started = await providerSignIn.start(clientOf(request), request.params.id, request.query.returnTo)
     if ('error' in started) return reply.redirect(started.error, 302)
     fastify.bindToBrowser(reply, started.binding)
     return reply.redirect(started.url, 302)

@@ -490,3 +490,18 @@ t.test('two removals at once cannot both pass: one of the last two identities st
   t.same(answers.map((res) => res.statusCode).sort(), [200, 409])
   t.equal(json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(user.token) })).data.length, 1)
 })
+
+t.test('each start is a sign-in attempt of its client: past the limit a 429, before any flow is stored', async (t) => {
+  const providerEnv = { OIDC_PROVIDERS: 'test', OIDC_TEST_ISSUER: idp.issuer, OIDC_TEST_CLIENT_ID: client.clientId, OIDC_TEST_CLIENT_SECRET: client.clientSecret }
+  const limited = await build(t, { API_URL: API, APP_URL: APP, AUTH_RATE_LIMIT_MAX: '3', ...providerEnv })
+  const flows = async () => Number((await limited.db.selectFrom('oidc_flows').select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n)
+  const startFrom = (address: string) => limited.inject({ method: 'GET', url: '/auth/providers/test/start', remoteAddress: address })
+  const statuses = []
+  for (let i = 0; i < 4; i++) statuses.push((await startFrom('198.51.100.77')).statusCode)
+  t.same(statuses, [302, 302, 302, 429])
+  t.equal(await flows(), 3, 'the refused start stored nothing')
+  const refused = await startFrom('198.51.100.77')
+  t.same(refused.cookies, [], 'and set no cookie')
+  t.equal(json(refused).code, 'RATE_LIMITED')
+  t.equal((await startFrom('198.51.100.78')).statusCode, 302, 'another client is not held back')
+})
