@@ -4,15 +4,16 @@
 // adapter's (accounts/identity-provider.ts); here: the flow kept server-side and bound to the
 // browser that started it, who the identity is, and accounts made or matched without takeovers.
 // No Fastify here: the routes carry cookies and redirects.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import {
-  createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, isLiveSession, listIdentities, liveSessionStart, lockUserSignInMethods,
-  takeFlow, takeSignInCode
+  createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, listIdentities, lockUserSignInMethods, takeFlow, takeSignInCode
 } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
+import { liveSessionStart } from '../db/sessions.js'
+import { hashToken } from '../mail/outbox.js'
 import type { Database, IdentityRow, UserRow } from '../db/types.js'
-import { createUserWithPreferences, findUserByEmail, isUniqueViolation, normalizeEmail } from '../db/users.js'
+import { createUserWithPreferences, findUserByEmail, findUserById, isUniqueViolation, normalizeEmail } from '../db/users.js'
 import {
   EmailNotVerifiedError, IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, RecentSignInRequiredError, SignInCodeInvalidError,
   UnauthorizedError, ValidationError
@@ -107,7 +108,6 @@ export interface ProviderSignInDependencies {
   warn: (err: unknown, message: string) => void
 }
 
-const sha256 = (value: string): string => createHash('sha256').update(value, 'utf8').digest('hex')
 /** A binding's cookie key: the first 16 hex digits of the state's or code's hash (that hash is the stored key). */
 const bindingKey = (hash: string): string => hash.slice(0, 16)
 const randomToken = (): string => randomBytes(32).toString('base64url')
@@ -173,13 +173,13 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
       throw err
     }
     const browserSecret = randomToken()
-    const stateHash = sha256(secrets.state)
+    const stateHash = hashToken(secrets.state)
     await createFlow(db, {
       state_hash: stateHash,
       provider: providerId,
       nonce: secrets.nonce,
       code_verifier: secrets.codeVerifier,
-      browser_hash: sha256(browserSecret),
+      browser_hash: hashToken(browserSecret),
       return_to: target,
       link_user_id: link?.userId ?? null,
       link_session_id: link?.sessionId ?? null
@@ -191,7 +191,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
   async function signInUser (providerId: string, identity: VerifiedIdentity): Promise<UserRow> {
     const known = await findIdentity(db, identity.issuer, identity.subject)
     if (known !== undefined) {
-      const user = await db.selectFrom('users').selectAll().where('id', '=', known.user_id).executeTakeFirst()
+      const user = await findUserById(db, known.user_id)
       if (user !== undefined) return user
     }
     // An unverified email is never matched, nor made an account: that address may be someone else's.
@@ -212,7 +212,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
       // The same email registered meanwhile, or the same identity's other callback won.
       if (isUniqueViolation(err)) {
         const winner = await findIdentity(db, identity.issuer, identity.subject)
-        const user = winner && await db.selectFrom('users').selectAll().where('id', '=', winner.user_id).executeTakeFirst()
+        const user = winner && await findUserById(db, winner.user_id)
         if (user) return user
         throw new CallbackFailure('ACCOUNT_EXISTS')
       }
@@ -222,7 +222,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
 
   async function link (userId: string, sessionId: string, providerId: string, identity: VerifiedIdentity, client: Client): Promise<void> {
     // Ended meanwhile (signed out, "everywhere else", a password change or reset): no link.
-    if (!await isLiveSession(db, userId, sessionId)) throw new CallbackFailure('INVALID_STATE')
+    if (await liveSessionStart(db, userId, sessionId) === undefined) throw new CallbackFailure('INVALID_STATE')
     const known = await findIdentity(db, identity.issuer, identity.subject)
     if (known !== undefined) {
       if (known.user_id === userId) return
@@ -231,7 +231,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     const provider = providerOf(providerId)
     try {
       await mail.transaction(async (tx) => {
-        const user = await tx.selectFrom('users').select(['id', 'email']).where('id', '=', userId).executeTakeFirst()
+        const user = await findUserById(tx, userId)
         if (user === undefined) return { value: undefined, emails: [] }
         await createIdentity(tx, {
           id: randomUUID(), user_id: userId, provider: providerId, issuer: identity.issuer, subject: identity.subject, email: identity.email?.slice(0, 255) ?? null
@@ -263,14 +263,14 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     async callback (providerId, callbackUrl, secrets, client) {
       const provider = providerOf(providerId)
       const state = callbackUrl.searchParams.get('state')
-      const stateHash = state === null || state.length > 512 ? undefined : sha256(state)
+      const stateHash = state === null || state.length > 512 ? undefined : hashToken(state)
       const flow = stateHash === undefined ? undefined : await takeFlow(db, stateHash)
       // No flow to return to: back to the web client's front page.
       if (flow === undefined || flow.provider !== providerId) return { redirect: withParam(deps.appUrl, 'error', 'INVALID_STATE') }
       const unbind = bindingKey(stateHash!)
       const fail = (code: CallbackError): CallbackResult => ({ redirect: withParam(flow.return_to, 'error', code), unbind })
       const browserSecret = secrets(unbind)
-      if (browserSecret === undefined || !sameHash(sha256(browserSecret), flow.browser_hash)) return fail('INVALID_STATE')
+      if (browserSecret === undefined || !sameHash(hashToken(browserSecret), flow.browser_hash)) return fail('INVALID_STATE')
       try {
         const identity = await provider.verifyCallback({
           callbackUrl, redirectUri: redirectUri(providerId), state: state!, nonce: flow.nonce, codeVerifier: flow.code_verifier
@@ -281,7 +281,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
         }
         const user = await signInUser(providerId, identity)
         const code = randomToken()
-        const codeHash = sha256(code)
+        const codeHash = hashToken(code)
         // The same browser secret, now under the code's key: only this browser may exchange it.
         await createSignInCode(db, { hash: codeHash, userId: user.id, provider: providerId, browserHash: flow.browser_hash }, SIGN_IN_CODE_TTL_MS)
         return {
@@ -301,12 +301,12 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
 
     async exchange (client, code, secrets) {
       const attempt = await limits.admit(client)
-      const codeHash = code.length > 256 ? undefined : sha256(code)
+      const codeHash = code.length > 256 ? undefined : hashToken(code)
       const taken = codeHash === undefined ? undefined : await takeSignInCode(db, codeHash)
       // Used up either way: a code another browser presented is spent, not left to try again.
       const browserSecret = codeHash === undefined ? undefined : secrets(bindingKey(codeHash))
-      const sameBrowser = taken !== undefined && browserSecret !== undefined && sameHash(sha256(browserSecret), taken.browser_hash)
-      const user = sameBrowser ? await db.selectFrom('users').selectAll().where('id', '=', taken.user_id).executeTakeFirst() : undefined
+      const sameBrowser = taken !== undefined && browserSecret !== undefined && sameHash(hashToken(browserSecret), taken.browser_hash)
+      const user = sameBrowser ? await findUserById(db, taken.user_id) : undefined
       if (taken === undefined || user === undefined) throw await attempt.failed(new SignInCodeInvalidError())
       return { user, provider: taken.provider, unbind: bindingKey(codeHash!) }
     },

@@ -70,22 +70,6 @@ export async function voidSignInState (db: Kysely<Database>, userId: string): Pr
   await db.deleteFrom('sign_in_codes').where('user_id', '=', userId).execute()
 }
 
-/** Whether the session that started a link is still live (not ended, not expired). */
-export async function isLiveSession (db: Kysely<Database>, userId: string, sessionId: string): Promise<boolean> {
-  const row = await db.selectFrom('sessions').select('id')
-    .where('id', '=', sessionId).where('user_id', '=', userId).where('ended_at', 'is', null).where('expires_at', '>', sql<string>`now()`)
-    .executeTakeFirst()
-  return row !== undefined
-}
-
-/** When the session began; undefined for an unknown or ended one. */
-export async function liveSessionStart (db: Kysely<Database>, userId: string, sessionId: string): Promise<string | undefined> {
-  const row = await db.selectFrom('sessions').select('created_at')
-    .where('id', '=', sessionId).where('user_id', '=', userId).where('ended_at', 'is', null)
-    .executeTakeFirst()
-  return row?.created_at
-}
-
 /** Flows never called back and codes never exchanged, once expired: a job of plugins/app/identity-providers.ts. */
 export async function purgeExpiredSignInState (db: Kysely<Database>): Promise<number> {
   const flows = await db.deleteFrom('oidc_flows').where('expires_at', '<', sql<string>`now()`).executeTakeFirst()

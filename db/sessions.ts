@@ -40,6 +40,14 @@ export async function touchSession (db: Kysely<Database>, id: string): Promise<v
     .execute()
 }
 
+/** When the user's session began, while it still works (not ended, not expired); else undefined. */
+export async function liveSessionStart (db: Kysely<Database>, userId: string, id: string): Promise<string | undefined> {
+  const row = await db.selectFrom('sessions').select('created_at')
+    .where('id', '=', id).where('user_id', '=', userId).where('ended_at', 'is', null).where('expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+  return row?.created_at
+}
+
 /** The user's sessions that still work, newest first. */
 export function listLiveSessions (db: Kysely<Database>, userId: string, limit: number): Promise<SessionRow[]> {
   return db.selectFrom('sessions').selectAll()

@@ -40,6 +40,10 @@ export function findUserByEmail (db: Kysely<Database>, email: string): Promise<U
   return db.selectFrom('users').selectAll().where('email', '=', email).executeTakeFirst()
 }
 
+export function findUserById (db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
+  return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst()
+}
+
 const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
 
 // The user a token names, unless that token was revoked, with the token's session if it has
