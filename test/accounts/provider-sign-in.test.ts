@@ -4,7 +4,7 @@
 // Account matching without takeovers, linking and unlinking, and every way it fails.
 import t, { type Test } from 'tap'
 import type { LightMyRequestResponse } from 'fastify'
-import { build, json, registerUser, uniqueEmail } from '../support/helper.js'
+import { build, json, registerUser, sharedApp, uniqueEmail } from '../support/helper.js'
 import { startOidcProvider, type IdTokenClaims } from '../support/oidc-provider.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 
@@ -422,7 +422,7 @@ t.test('identity routes need a signed-in user; a link to an unknown provider is 
 })
 
 t.test('an app without providers lists none and has none to start', async (t) => {
-  const bare = await build(t)
+  const bare = await sharedApp()
   t.same(json(await bare.inject({ method: 'GET', url: '/auth/providers' })), { success: true, data: [] })
   t.equal((await bare.inject({ method: 'GET', url: '/auth/providers/test/start' })).statusCode, 404)
 })
