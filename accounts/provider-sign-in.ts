@@ -18,6 +18,7 @@ import {
   EmailNotVerifiedError, IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, RecentSignInRequiredError, SignInCodeInvalidError,
   UnauthorizedError, ValidationError
 } from '../errors.js'
+import { isAcceptableEmail } from '../schemas/users.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
 import { recordedClient, type Client, type SignInLimits } from './limits.js'
 import type { AccountMail } from './mail.js'
@@ -35,13 +36,20 @@ export const RECENT_SIGN_IN_MS = 15 * 60_000
  * envelope: the browser is between the provider and the web client.
  */
 export type CallbackError =
-  | 'INVALID_STATE' // no such flow (unknown, used or expired state), or another browser's
+  | 'INVALID_STATE' // no such flow (unknown, used or expired state, or not exactly one), or another browser's
+  | 'PROVIDER_NOT_FOUND' // a callback for a provider not configured here
   | 'PROVIDER_UNAVAILABLE' // the provider could not be reached or answered as none should
   | 'PROVIDER_REJECTED' // the provider refused (consent cancelled, code replayed or expired)
   | 'INVALID_ID_TOKEN' // the ID token failed verification: issuer, audience, nonce, expiry, signature
   | 'EMAIL_NOT_VERIFIED' // a new identity whose provider does not vouch for its email
+  | 'EMAIL_INVALID' // a new identity whose vouched-for email is not one address registration accepts
   | 'ACCOUNT_EXISTS' // a new identity whose email has an account: its owner signs in and links it
   | 'IDENTITY_IN_USE' // linking an identity that signs another account in
+  // Refusals and failures of ours, before or behind the flow: the route's error handler, or the catch below.
+  | 'RATE_LIMITED' // past the client's global request limit
+  | 'SERVICE_UNAVAILABLE' // starting, shutting down or overloaded: try again shortly
+  | 'INVALID_REQUEST' // refused before it reached the flow
+  | 'SERVER_ERROR' // an unexpected failure of ours (logged)
 
 /**
  * A secret the browser keeps in a cookie named after `key` (one per flow, one per code, so two
@@ -84,8 +92,13 @@ export interface ProviderSignIn {
    * 403 EMAIL_NOT_VERIFIED while the account's address is unconfirmed.
    */
   startLink: (client: Client, caller: LinkCaller, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
-  /** Always a redirect: to returnTo with `signin=<code>` (or `linked=<provider>`), or with `error=<CallbackError>`. */
+  /**
+   * Always a redirect: to returnTo with `signin=<code>` (or `linked=<provider>`), or with `error=<CallbackError>`
+   * (APP_URL's when no flow is known). Rejects only when no flow is known either.
+   */
   callback: (providerId: string, callbackUrl: URL, secrets: BrowserSecrets, client: Client) => Promise<CallbackResult>
+  /** Where a callback that failed before any flow was known sends the browser: APP_URL with `error=`. */
+  failedCallback: (error: CallbackError) => string
   /** The user a one-time code signs in, the code used up; 400 SIGN_IN_CODE_INVALID, also from another browser. */
   exchange: (client: Client, code: string, secrets: BrowserSecrets) => Promise<{ user: UserRow, provider: string, unbind: string }>
   identities: (userId: string) => Promise<IdentityRow[]>
@@ -123,6 +136,13 @@ const FAILURES: Record<IdentityProviderError['reason'], CallbackError> = {
   unavailable: 'PROVIDER_UNAVAILABLE',
   rejected: 'PROVIDER_REJECTED',
   'invalid-token': 'INVALID_ID_TOKEN'
+}
+
+/** The provider's email as registration would take it, or null when registration would refuse it. */
+function acceptableEmail (email: string | null): string | null {
+  if (email === null) return null
+  const normalized = normalizeEmail(email)
+  return isAcceptableEmail(normalized) ? normalized : null
 }
 
 /** A returned failure the callback turns into `error=`. */
@@ -196,7 +216,9 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     }
     // An unverified email is never matched, nor made an account: that address may be someone else's.
     if (identity.email === null || !identity.emailVerified) throw new CallbackFailure('EMAIL_NOT_VERIFIED')
-    const email = normalizeEmail(identity.email)
+    // Registration's rule: one mailbox the mail goes to and nowhere else (no "", no list, no CR/LF).
+    const email = acceptableEmail(identity.email)
+    if (email === null) throw new CallbackFailure('EMAIL_INVALID')
     // Never linked silently: an account made before its owner arrives is how accounts are taken over.
     if (await findUserByEmail(db, email) !== undefined) throw new CallbackFailure('ACCOUNT_EXISTS')
     const provider = providerOf(providerId)
@@ -234,7 +256,7 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
         const user = await findUserById(tx, userId)
         if (user === undefined) return { value: undefined, emails: [] }
         await createIdentity(tx, {
-          id: randomUUID(), user_id: userId, provider: providerId, issuer: identity.issuer, subject: identity.subject, email: identity.email?.slice(0, 255) ?? null
+          id: randomUUID(), user_id: userId, provider: providerId, issuer: identity.issuer, subject: identity.subject, email: acceptableEmail(identity.email)
         })
         await recordSecurityEvent(tx, { userId, type: 'identity-linked', provider: providerId, ...recordedClient(client) })
         return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'added', what: `Sign-in with ${provider.name}` }] }
@@ -261,9 +283,12 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     },
 
     async callback (providerId, callbackUrl, secrets, client) {
-      const provider = providerOf(providerId)
-      const state = callbackUrl.searchParams.get('state')
-      const stateHash = state === null || state.length > 512 ? undefined : hashToken(state)
+      const provider = byId.get(providerId)
+      if (provider === undefined) return { redirect: withParam(deps.appUrl, 'error', 'PROVIDER_NOT_FOUND') }
+      // Exactly one state, of a length ours can have: a repeated one is no flow's (and not looked up).
+      const states = callbackUrl.searchParams.getAll('state')
+      const state = states.length === 1 && states[0]!.length <= 512 ? states[0]! : undefined
+      const stateHash = state === undefined ? undefined : hashToken(state)
       const flow = stateHash === undefined ? undefined : await takeFlow(db, stateHash)
       // No flow to return to: back to the web client's front page.
       if (flow === undefined || flow.provider !== providerId) return { redirect: withParam(deps.appUrl, 'error', 'INVALID_STATE') }
@@ -295,9 +320,13 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
           deps.warn(err, 'identity provider sign-in failed')
           return fail(FAILURES[err.reason])
         }
-        throw err
+        // Ours (a query that failed, say): the flow is spent, so back to its returnTo, never a 500 page.
+        deps.warn(err, 'identity provider callback failed unexpectedly')
+        return fail('SERVER_ERROR')
       }
     },
+
+    failedCallback: (error) => withParam(deps.appUrl, 'error', error),
 
     async exchange (client, code, secrets) {
       const attempt = await limits.admit(client)

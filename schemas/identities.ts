@@ -20,11 +20,18 @@ export const ReturnTo = Type.String({
 
 export const StartQuery = Type.Object({ returnTo: Type.Optional(ReturnTo) }, { additionalProperties: false })
 
+// The callback refuses nothing here: every outcome is a redirect with `error=` (accounts/provider-sign-in.ts
+// reads the parameters from the URL and judges them). Any id reaches it, so an unknown one is that redirect too.
+export const CallbackParams = Type.Object({ id: Type.String({ description: 'The provider\'s id (OIDC_PROVIDERS)' }) }, { additionalProperties: false })
+
+// As the query string arrives: a parameter given twice is a list.
+const CallbackParameter = (description: string) => Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())], { description }))
+
 // The provider adds parameters of its own (iss, scope, session_state, authuser, …): accepted, unread.
 export const CallbackQuery = Type.Object({
-  code: Type.Optional(Type.String({ maxLength: 4096 })),
-  state: Type.Optional(Type.String({ maxLength: 512 })),
-  error: Type.Optional(Type.String({ maxLength: 256 }))
+  code: CallbackParameter('The authorization code'),
+  state: CallbackParameter('The flow\'s state: anything but exactly one known state is `error=INVALID_STATE`'),
+  error: CallbackParameter('The provider\'s refusal (`access_denied`, …): `error=PROVIDER_REJECTED`')
 }, { additionalProperties: true })
 
 export const ExchangeBody = Type.Object({

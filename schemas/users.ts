@@ -28,6 +28,12 @@ const ATEXT = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~\\p{L}\\p{M}\\p{Nd}-]"
 const LABEL = '[A-Za-z0-9\\p{L}\\p{M}\\p{Nd}-]'
 const EMAIL_PATTERN = `^\\s*${ATEXT}+(?:\\.${ATEXT}+)*@${LABEL}+(?:\\.${LABEL}+)+\\s*$`
 const INVALID_EMAIL = 'Invalid email address'
+const EMAIL_REGEX = new RegExp(EMAIL_PATTERN, 'u')
+/**
+ * The rule of EmailAddress for an address that came from elsewhere than a body (an identity
+ * provider's claim): one mailbox, at most 255 characters. Give it the normalized address.
+ */
+export const isAcceptableEmail = (email: string): boolean => email.length <= 255 && EMAIL_REGEX.test(email)
 export const EmailAddress = Type.String({
   maxLength: 255,
   pattern: EMAIL_PATTERN,

@@ -2,13 +2,28 @@
 // provider's callback, and the exchange of the one-time code for the usual sign-in answer.
 // Registered by routes/auth/index.ts (under /auth); the work is accounts/provider-sign-in.ts's.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyError } from 'fastify'
+import type { CallbackError } from '../../accounts/provider-sign-in.js'
 import { toUser } from '../../db/users.js'
+import { ERROR_CATALOG, isAppError } from '../../errors.js'
 import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import { errorResponses, ref } from '../../schemas/common.js'
-import { CallbackQuery, ExchangeBody, ProviderList, ProviderParams, StartQuery } from '../../schemas/identities.js'
+import { CallbackParams, CallbackQuery, ExchangeBody, ProviderList, ProviderParams, StartQuery } from '../../schemas/identities.js'
 import { AuthResponse } from '../../schemas/users.js'
 
 const Redirect = (description: string) => ({ description, type: 'null' })
+
+/**
+ * The `error=` of a callback refused or failed where no flow is known (a hook such as the global
+ * rate limit, the service's own lookup): the browser is between the provider and the web client,
+ * so this too is a redirect, never the JSON envelope.
+ */
+function callbackErrorOf (err: FastifyError): CallbackError {
+  const status = isAppError(err) ? ERROR_CATALOG[err.code][0] : err.statusCode ?? 500
+  if (status === 429) return 'RATE_LIMITED'
+  if (status === 503) return 'SERVICE_UNAVAILABLE'
+  return status >= 400 && status < 500 ? 'INVALID_REQUEST' : 'SERVER_ERROR'
+}
 
 const providers: FastifyPluginAsyncTypebox = async (fastify) => {
   const { providerSignIn } = fastify
@@ -54,11 +69,20 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, ' +
         'nonce, expiry, signature by the provider\'s keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` ' +
         '(60 s, once, bound to this browser by a cookie like the flow\'s; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: ' +
-        '`INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` ' +
-        '(an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.',
-      params: ProviderParams,
+        '`INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `EMAIL_INVALID`, `ACCOUNT_EXISTS` ' +
+        '(an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`, `SERVER_ERROR`. ' +
+        'Every answer is a 302, also when no flow is known (to APP_URL): `INVALID_STATE`, `PROVIDER_NOT_FOUND`, `RATE_LIMITED`, ' +
+        '`SERVICE_UNAVAILABLE`, `INVALID_REQUEST`, `SERVER_ERROR`. The error statuses every route lists (400, 429, 500, 503) are such redirects here.',
+      params: CallbackParams,
       querystring: CallbackQuery,
-      response: { 302: Redirect('Back to the web client'), ...errorResponses(404) }
+      response: { 302: Redirect('Back to the web client: with `signin`, `linked` or `error`') }
+    },
+    // Whatever failed before or around the flow (the global rate limit's hook, a database not ready): a redirect too.
+    errorHandler (err: FastifyError, request, reply) {
+      const error = callbackErrorOf(err)
+      if (error === 'SERVER_ERROR') request.log.error({ err }, 'provider callback failed')
+      else request.log.info({ error }, 'provider callback refused')
+      return reply.redirect(providerSignIn.failedCallback(error), 302)
     }
   }, async (request, reply) => {
     const callbackUrl = new URL(request.url, fastify.config.http.apiUrl)

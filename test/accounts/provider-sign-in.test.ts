@@ -3,8 +3,8 @@
 // part played here: start → the provider's sign-in → callback → one-time code → exchange.
 // Account matching without takeovers, linking and unlinking, and every way it fails.
 import t, { type Test } from 'tap'
-import type { LightMyRequestResponse } from 'fastify'
-import { build, json, registerUser, sharedApp, uniqueEmail } from '../support/helper.js'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { build, buildKeepingLog, json, registerUser, sharedApp, uniqueEmail } from '../support/helper.js'
 import { startOidcProvider, type IdTokenClaims } from '../support/oidc-provider.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 
@@ -28,7 +28,8 @@ const idp = await startOidcProvider(t, {
     { subject: 'second-8', email: uniqueEmail('second'), emailVerified: true },
     { subject: 'noemail-9' },
     { subject: 'pair-10', email: uniqueEmail('pair'), emailVerified: true },
-    { subject: 'pair-11', email: uniqueEmail('pair-other'), emailVerified: true }
+    { subject: 'pair-11', email: uniqueEmail('pair-other'), emailVerified: true },
+    { subject: 'owner-12', email: uniqueEmail('owner'), emailVerified: true }
   ]
 })
 
@@ -48,16 +49,23 @@ const app = await build(t, {
 
 const location = (res: LightMyRequestResponse) => new URL(String(res.headers.location))
 const pathOf = (url: URL) => `${url.pathname}${url.search}`
-const count = async (table: 'users' | 'user_identities' | 'sessions' | 'oidc_flows' | 'sign_in_codes') =>
+const count = async (table: 'users' | 'user_identities' | 'sessions' | 'oidc_flows' | 'sign_in_codes' | 'email_outbox') =>
   Number((await app.db.selectFrom(table).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()).n)
 
 /** A browser as far as the API sees it: its cookie jar, kept from every answer, sent with every request. */
 class Browser {
   readonly jar = new Map<string, string>()
-  constructor (readonly agent = 'Test Browser/1.0') {}
+  constructor (readonly agent = 'Test Browser/1.0', readonly at: { api: FastifyInstance, remoteAddress?: string } = { api: app }) {}
 
   async request (method: 'GET' | 'POST' | 'DELETE', url: string, options: { payload?: Record<string, unknown>, headers?: Record<string, string> } = {}): Promise<LightMyRequestResponse> {
-    const res = await app.inject({ method, url, headers: { 'user-agent': this.agent, ...options.headers }, cookies: Object.fromEntries(this.jar), ...(options.payload && { payload: options.payload }) })
+    const res = await this.at.api.inject({
+      method,
+      url,
+      headers: { 'user-agent': this.agent, ...options.headers },
+      cookies: Object.fromEntries(this.jar),
+      ...(this.at.remoteAddress !== undefined && { remoteAddress: this.at.remoteAddress }),
+      ...(options.payload && { payload: options.payload })
+    })
     for (const cookie of res.cookies) {
       if (cookie.maxAge === 0 || cookie.value === '' || (cookie.expires !== undefined && cookie.expires.getTime() <= Date.now())) this.jar.delete(cookie.name)
       else this.jar.set(cookie.name, cookie.value)
@@ -504,4 +512,129 @@ t.test('each start is a sign-in attempt of its client: past the limit a 429, bef
   t.same(refused.cookies, [], 'and set no cookie')
   t.equal(json(refused).code, 'RATE_LIMITED')
   t.equal((await startFrom('198.51.100.78')).statusCode, 302, 'another client is not held back')
+})
+
+/** Answers the browser between the provider and the web client can be given: a redirect, with the headers of every answer. */
+function assertRedirect (t: Test, res: LightMyRequestResponse, expected: string, what: string): void {
+  t.equal(res.statusCode, 302, `${what}: a redirect`)
+  t.equal(res.headers.location, expected, `${what}: to ${expected}`)
+  t.equal(res.body, '', `${what}: no body`)
+  t.match(res.headers, { 'x-request-id': /\S/, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' }, `${what}: the headers of every answer`)
+}
+
+/** Row counts a refused callback must leave as they were. */
+const stored = async () => ({ users: await count('users'), identities: await count('user_identities'), codes: await count('sign_in_codes'), mails: await count('email_outbox') })
+
+t.test('a provider-vouched email that is no address makes no account: EMAIL_INVALID on the redirect, nothing stored or mailed', async (t) => {
+  const notAddresses: Array<[string, string]> = [
+    ['empty', ''],
+    ['a semicolon in the domain', 'w2@ex;ample.test'],
+    ['CR LF and a header after it', `crlf-${Date.now()}@example.com\r\nBcc: someone@elsewhere.test`],
+    ['two mailboxes', 'one@example.com, two@example.org'],
+    ['300 characters', `${'x'.repeat(288)}@example.com`]
+  ]
+  for (const [i, [what, email]] of notAddresses.entries()) {
+    const before = await stored()
+    idp.tamperIdTokens((claims) => ({ ...claims, sub: `not-an-address-${i}-${Date.now()}`, email, email_verified: true }))
+    try {
+      const started = await start(t, `${APP}/welcome`)
+      const res = await callback(await idp.signInAt(started.providerUrl, 'tamper-5'), started.browser)
+      assertRedirect(t, res, `${APP}/welcome?error=EMAIL_INVALID`, what)
+    } finally {
+      idp.tamperIdTokens(null)
+    }
+    t.same(await stored(), before, `${what}: no account, identity, code or mail`)
+  }
+  t.notOk(sink.received.some((mail) => /ample\.test|elsewhere\.test/.test(mail.envelope.join(' '))), 'nothing mailed to where such a claim points')
+})
+
+t.test('a known identity signs in whatever its email says now', async (t) => {
+  const subject = `known-${Date.now()}`
+  idp.tamperIdTokens((claims) => ({ ...claims, sub: subject, email: uniqueEmail('known'), email_verified: true }))
+  let first: URL
+  try {
+    first = await signInAt(t, 'tamper-5')
+  } finally {
+    idp.tamperIdTokens(null)
+  }
+  t.ok(first.searchParams.get('signin'), 'made with an address')
+  idp.tamperIdTokens((claims) => ({ ...claims, sub: subject, email: 'w2@ex;ample.test', email_verified: true }))
+  try {
+    t.ok((await signInAt(t, 'tamper-5')).searchParams.get('signin'), 'signed in with no address at all now')
+  } finally {
+    idp.tamperIdTokens(null)
+  }
+})
+
+t.test('linking stores the provider\'s email only when it is an address', async (t) => {
+  const owner = await signedIn(t, 'owner-12')
+  idp.tamperIdTokens((claims) => ({ ...claims, sub: `linked-odd-email-${Date.now()}`, email: `w2@ex;ample.test\r\nBcc: someone@elsewhere.test${'x'.repeat(300)}`, email_verified: true }))
+  try {
+    t.equal((await link(t, bearer(owner.token), 'owner-12')).searchParams.get('linked'), 'test', 'linked: the identity is the owner\'s')
+  } finally {
+    idp.tamperIdTokens(null)
+  }
+  const identities = json(await app.inject({ method: 'GET', url: '/account/identities', headers: bearer(owner.token) })).data as Array<{ email: string | null }>
+  t.same(identities.map((identity) => identity.email).sort(), [owner.user.email, null].sort(), 'the odd one without an email')
+})
+
+t.test('whatever reaches the callback, it answers a redirect with error=', async (t) => {
+  const home = `${APP}/?error=INVALID_STATE`
+  const get = (url: string, browser = new Browser()) => browser.request('GET', url)
+  assertRedirect(t, await get('/auth/providers/test/callback?code=c&state=a&state=b'), home, 'a repeated state')
+  assertRedirect(t, await get(`/auth/providers/test/callback?code=c&state=${'s'.repeat(600)}`), home, 'an over-long state')
+  assertRedirect(t, await get('/auth/providers/test/callback'), home, 'nothing at all')
+  assertRedirect(t, await get('/auth/providers/test/callback?state=s&state=t&error=e&error=f&code=c&code=d&iss=i&iss=j'), home, 'everything repeated')
+  assertRedirect(t, await get('/auth/providers/nope/callback?code=c&state=s'), `${APP}/?error=PROVIDER_NOT_FOUND`, 'an unknown provider')
+  assertRedirect(t, await get('/auth/providers/No_Such!/callback?code=c&state=s'), `${APP}/?error=PROVIDER_NOT_FOUND`, 'a provider id that could not be one')
+
+  // A live flow: the state is this browser's, what comes with it is not a sign-in.
+  const withFlow = async (what: string, reshape: (url: URL) => void, expected: string) => {
+    const started = await start(t)
+    const flows = await count('oidc_flows')
+    const back = await idp.signInAt(started.providerUrl, 'tamper-5')
+    reshape(back)
+    assertRedirect(t, await callback(back, started.browser), expected, what)
+    t.equal(await count('oidc_flows'), flows - 1, `${what}: the flow is spent`)
+  }
+  await withFlow('an over-long error', (url) => url.searchParams.set('error', 'e'.repeat(300)), `${APP}/welcome?error=PROVIDER_REJECTED`)
+  await withFlow('an over-long code', (url) => url.searchParams.set('code', 'c'.repeat(5000)), `${APP}/welcome?error=PROVIDER_REJECTED`)
+  await withFlow('a repeated code', (url) => url.searchParams.append('code', 'another'), `${APP}/welcome?error=PROVIDER_REJECTED`)
+  const started = await start(t)
+  const back = await idp.signInAt(started.providerUrl, 'tamper-5')
+  back.searchParams.append('state', back.searchParams.get('state')!)
+  assertRedirect(t, await callback(back, started.browser), home, 'its state twice')
+})
+
+t.test('nothing makes the callback answer but a redirect: the global rate limit, a failure of our own (logged without the code or state)', async (t) => {
+  const lines: string[] = []
+  const watched = await buildKeepingLog(t, {
+    LOG_LEVEL: 'warn', API_URL: API, APP_URL: APP, RATE_LIMIT_MAX: '4', OIDC_PROVIDERS: 'test', OIDC_TEST_ISSUER: idp.issuer, OIDC_TEST_CLIENT_ID: client.clientId, OIDC_TEST_CLIENT_SECRET: client.clientSecret
+  }, lines)
+
+  const hurried = new Browser('Hurried', { api: watched, remoteAddress: '198.51.100.90' })
+  const answers = []
+  for (let i = 0; i < 5; i++) answers.push(await hurried.request('GET', '/auth/providers/test/callback?code=c&state=s'))
+  for (const res of answers.slice(0, 4)) assertRedirect(t, res, `${APP}/?error=INVALID_STATE`, 'within the limit')
+  assertRedirect(t, answers[4]!, `${APP}/?error=RATE_LIMITED`, 'past the global rate limit')
+
+  // A subject longer than any identity's (OIDC Core: 255 at most) fails where it is stored.
+  const browser = new Browser('Test Browser/1.0', { api: watched, remoteAddress: '198.51.100.91' })
+  const started = await browser.request('GET', `/auth/providers/test/start?returnTo=${encodeURIComponent(`${APP}/welcome`)}`)
+  t.equal(started.statusCode, 302)
+  const back = await idp.signInAt(String(started.headers.location), 'tamper-5')
+  idp.tamperIdTokens((claims) => ({ ...claims, sub: 's'.repeat(300) }))
+  let res: LightMyRequestResponse
+  try {
+    res = await browser.request('GET', pathOf(back))
+  } finally {
+    idp.tamperIdTokens(null)
+  }
+  assertRedirect(t, res, `${APP}/welcome?error=SERVER_ERROR`, 'a failure behind a known flow: back to its returnTo')
+  t.same(browser.bindings, [], 'the flow\'s cookie is cleared')
+  const problems = lines.map((line) => JSON.parse(line) as { level: number, msg: string }).filter((entry) => entry.level >= 40)
+  t.ok(problems.length > 0, 'the failure is logged')
+  for (const secret of [back.searchParams.get('code')!, back.searchParams.get('state')!]) {
+    t.notOk(lines.some((line) => line.includes(secret)), 'never the code nor the state')
+  }
 })

@@ -3,13 +3,8 @@
 // billing tests take over and over (a user, a checkout, a signed webhook delivery, the stored
 // row). Each file gets its own stand-in and app.
 import { randomUUID } from 'node:crypto'
-import Fastify, { type FastifyInstance } from 'fastify'
-import fp from 'fastify-plugin'
-import serviceApp from '../../app.js'
 import { createUserWithPreferences } from '../../db/users.js'
-import { serverOptions } from '../../server-options.js'
-import { enforceContract } from './contract.js'
-import { build, json, testConfig } from './helper.js'
+import { build, buildKeepingLog, json } from './helper.js'
 import { checkoutSessionCompleted, signedDelivery } from './stripe-events.js'
 import { startStripeStandIn, type StripeStandIn } from './stripe-stand-in.js'
 
@@ -84,16 +79,4 @@ export async function billingSetup (t: Teardown, options: BillingSetupOptions = 
     logLines.map((line) => JSON.parse(line)).filter((entry) => entry.level === level && entry.msg === message)
 
   return { app, stripe, webhookSecret, logLines, deliver, newUser, checkout, subscribe, stored, eventRecorded, logged }
-}
-
-/** As helper.build(), with the log lines kept: the same server options, the lines to a list. */
-async function buildKeepingLog (t: Teardown, env: Record<string, string>, lines: string[]): Promise<FastifyInstance> {
-  const config = await testConfig(t, env)
-  const options = serverOptions(config)
-  const app = Fastify({ ...options, logger: { ...options.logger as object, stream: { write: (line: string) => { lines.push(line) } } } })
-  enforceContract(app)
-  app.register(fp(serviceApp), { config })
-  t.teardown(() => app.close())
-  await app.ready()
-  return app
 }

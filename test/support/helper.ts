@@ -125,6 +125,18 @@ export async function build (t: Teardown, env: Record<string, string> = {}, conf
   return app
 }
 
+/** As build(), with the app's log lines kept in `lines` (set LOG_LEVEL in `env` to choose which). */
+export async function buildKeepingLog (t: Teardown, env: Record<string, string>, lines: string[]): Promise<FastifyInstance> {
+  const config = await testConfig(t, env)
+  const options = serverOptions(config)
+  const app = Fastify({ ...options, logger: { ...options.logger as object, stream: { write: (line: string) => { lines.push(line) } } } })
+  enforceContract(app)
+  app.register(fp(serviceApp), { config })
+  t.teardown(() => app.close())
+  await app.ready()
+  return app
+}
+
 const sharedApps = new Map<string, Promise<FastifyInstance>>()
 
 /**

@@ -369,6 +369,12 @@ const ENVELOPE_KEYS = new Set(['success', 'data', 'token', 'user', 'total', 'tod
 function assertWellFormed (op: Operation, res: LightMyRequestResponse, where: string): void {
   assert.notEqual(res.statusCode, 500, `${where}: 500 ${res.body}`)
   assert.ok(op.statuses.has(res.statusCode), `${where}: ${res.statusCode} is not documented (${[...op.statuses].join(', ')}): ${res.body.slice(0, 300)}`)
+  // A redirect (the provider callback answers nothing else): a Location and no body.
+  if (res.statusCode >= 300 && res.statusCode < 400) {
+    assert.match(String(res.headers.location ?? ''), /^https?:\/\//, `${where}: a redirect without a Location`)
+    assert.equal(res.body, '', `${where}: a redirect with a body`)
+    return
+  }
   const contentType = String(res.headers['content-type'] ?? '')
   if ((op.path === '/health' || op.path === '/ready') && res.statusCode === 200) {
     assert.match(contentType, /^text\/plain/, `${where}: content type`)
