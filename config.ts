@@ -86,8 +86,9 @@ export const ConfigSchema = Type.Object({
   REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ minimum: 10, maximum: 10_000, default: 200, errorMessage: 'must be milliseconds from 10 to 10000' }),
   RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' }),
   AUTH_RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' }),
-  // Reset and verification links one address receives an hour (plugins/app/sign-in-limits.ts):
-  // enough for a person who lost a mail or two, too few to flood an inbox from many clients.
+  // Mails the account routes send one address an hour, links and notices alike (accounts/mail.ts):
+  // enough for a person who lost a mail or two, too few to flood an inbox from many clients;
+  // past it links are not sent and notices go out as one digest when the hour ends.
   EMAIL_LINK_MAX_PER_HOUR: Type.Integer({ minimum: 0, maximum: 1000, default: 5, errorMessage: 'must be an integer from 0 to 1000 (0 disables)' }),
   RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1000, default: 60_000, errorMessage: 'must be at least 1000' }),
   // bcrypt's cost: 2^rounds iterations. The spec's 12 is the floor in production; tests use 4

@@ -18,6 +18,7 @@ export const ERROR_CATALOG = {
   INVALID_SIGNATURE: [400, 'Invalid signature'],
   BAD_REQUEST: [400, 'Bad request'],
   RESET_TOKEN_INVALID: [400, 'This password reset link is invalid or has expired'],
+  DEVICE_LINK_INVALID: [400, 'This sign-in link is invalid or has expired'],
   VERIFICATION_TOKEN_INVALID: [400, 'This verification link is invalid or has expired'],
   PASSWORD_NOT_SET: [400, 'This account has no password: set one through the password reset'],
   SIGN_IN_CODE_INVALID: [400, 'This sign-in code is invalid or has expired'],
@@ -47,6 +48,7 @@ export const ERROR_CATALOG = {
   URI_TOO_LONG: [414, 'URI too long'],
   HEADERS_TOO_LARGE: [431, 'Request headers too large'],
   RATE_LIMITED: [429, 'Too many requests'],
+  ACCOUNT_LOCKED: [429, 'Too many failed sign-ins to this account: sign in from a device you used before, or ask for a sign-in link by email'],
   INTERNAL_ERROR: [500, 'Internal server error'],
   PAYMENT_PROVIDER_ERROR: [502, 'Payment provider error'],
   SERVICE_UNAVAILABLE: [503, 'Service unavailable'],
@@ -95,6 +97,8 @@ export const InvalidSignatureError = appError('INVALID_SIGNATURE')
 export const IdempotencyKeyInUseError = appError('IDEMPOTENCY_KEY_IN_USE')
 export const IdempotencyKeyReusedError = appError('IDEMPOTENCY_KEY_REUSED')
 export const RateLimitedError = appError('RATE_LIMITED')
+export const AccountLockedError = appError('ACCOUNT_LOCKED')
+export const DeviceLinkInvalidError = appError('DEVICE_LINK_INVALID')
 export const ServiceUnavailableError = appError('SERVICE_UNAVAILABLE')
 /** Shed at once because the service is overloaded (a bounded queue is full, or the event
  * loop lags); answered with Retry-After. */
@@ -104,6 +108,10 @@ export const BUSY_RETRY_AFTER_SECONDS = 5
 /** 429 with the seconds after which to try again (the error handler sends Retry-After). */
 export const rateLimited = (retryAfterSeconds: number): Error & { retryAfter: number } =>
   Object.assign(new RateLimitedError(), { retryAfter: Math.max(1, Math.ceil(retryAfterSeconds)) })
+
+/** 429 ACCOUNT_LOCKED: failed sign-ins locked the account for devices that never signed in to it (Retry-After as rateLimited). */
+export const accountLocked = (retryAfterSeconds: number): Error & { retryAfter: number } =>
+  Object.assign(new AccountLockedError(), { retryAfter: Math.max(1, Math.ceil(retryAfterSeconds)) })
 
 /** A 400 with `details`, for rules JSON Schema cannot express (e.g. bytes in UTF-8). */
 export class ValidationError extends Error {

@@ -8,14 +8,18 @@
 //   account is locked for the rest of the window, so many clients guess no more than one
 //   could. Its owner keeps access from the devices they signed in on: a successful check
 //   gives a device cookie (OWASP's "device cookies": a signed nonce bound to the account)
-//   that lets that device past the lock, until the device fails that many times itself;
-// - links per inbox: EMAIL_LINK_MAX_PER_HOUR, after which the request is answered as always
-//   and nothing is sent.
+//   that lets that device past the lock, until the device fails that many times itself. A
+//   device that never signed in gets past it through an emailed link (POST /auth/device-link):
+//   the owner's inbox, not the attacker, decides;
+// - successful checks per account, with the same cap: whoever knows the password still cannot
+//   run the account's password routes (and their notices) without bound;
+// - mails per inbox: EMAIL_LINK_MAX_PER_HOUR of every kind the account routes send, after which
+//   links are not sent (the request is answered as always) and notices wait for a digest.
 // No Fastify here: the client is its address and the device cookie it presented; where the
 // counts live (memory, Redis) is the caller's Counters (plugins/app/sign-in-limits.ts).
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
 import { clientKey } from '../client-address.js'
-import { rateLimited } from '../errors.js'
+import { accountLocked, rateLimited } from '../errors.js'
 
 /** Who makes a request, as far as the limits care. */
 export interface Client {
@@ -39,23 +43,43 @@ export interface Attempt {
    * writes `throw await attempt.failed(new SomeError())`.
    */
   failed: <E>(error: E) => Promise<E>
-  /** The check succeeded for `account`: the device cookie that lets this device past the account's lock (the one it holds, renewed). */
-  succeeded: (account: string) => string
+  /**
+   * The check succeeded for `account`: counted for the account, and the device cookie that
+   * lets this device past the account's lock (the one it holds, renewed).
+   */
+  succeeded: (account: string) => Promise<string>
+}
+
+/** What the hourly cap of an inbox says of one more mail to it. */
+export interface InboxAdmission {
+  /** Under the cap: send it now. Past it: a link is not sent, a notice waits for the digest. */
+  allowed: boolean
+  /** When the inbox's hour ends (ms from now): when a digest of what was held back is due. */
+  windowEndsInMs: number
 }
 
 export interface SignInLimits {
   /**
    * Before a password or link check: counts the attempt from this client, and refuses (429)
-   * a client past its limit, or, with `account` (an email), an attempt on a locked account
-   * from a device that has not signed in to it.
+   * a client past its limit; with `account` (an email), an account whose password was checked
+   * successfully that often this window (429 RATE_LIMITED), and an attempt on a locked account
+   * from a device that has not signed in to it (429 ACCOUNT_LOCKED: the device-link offers a way past).
    */
   admit: (client: Client, account?: string) => Promise<Attempt>
   /**
-   * Before mailing a reset or verification link to `inbox`: counts the request from this
-   * client (429 past its limit, counted apart from sign-ins), and says whether the inbox may
-   * receive another link this hour (false: answer as usual, send nothing).
+   * Before a request that mails (a link or a notice) whoever it concerns: counts it from this
+   * client (429 past its limit, counted apart from sign-ins).
+   */
+  admitMailRequest: (client: Client) => Promise<void>
+  /** One more mail to `inbox` this hour (every kind the account routes send counts). */
+  admitInbox: (inbox: string) => Promise<InboxAdmission>
+  /**
+   * admitMailRequest, then admitInbox: whether a link may go to `inbox` (false: answer as
+   * usual, send nothing). For links queued without knowing whether the inbox has an account.
    */
   admitLinkRequest: (client: Client, inbox: string) => Promise<boolean>
+  /** A device cookie for `account` with a nonce of its own (its failures start at none): the emailed device link's. */
+  trustDevice: (account: string) => string
 }
 
 /** Where the counts live: windows that start at a key's first count. */
@@ -124,6 +148,7 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
   const attemptsPerClient = counter('attempts', windowMs)
   const failuresPerAccount = counter('failures', windowMs)
   const failuresPerDevice = counter('device-failures', windowMs)
+  const successesPerAccount = counter('successes', windowMs)
   const linkRequestsPerClient = counter('mail-attempts', windowMs)
   const linksPerInbox = counter('mail-to', HOUR_MS)
 
@@ -139,6 +164,11 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
     return given.length === expected.length && timingSafeEqual(given, expected) ? nonce : undefined
   }
 
+  const deviceCookie = (client: Client, email: string): string => {
+    const nonce = deviceOf(client, email) ?? randomBytes(16).toString('base64url')
+    return `${nonce}.${deviceMac(nonce, email).toString('base64url')}`
+  }
+
   const attempt = (client: Client, account: string | undefined): Attempt => ({
     async failed (error) {
       if (max === 0 || account === undefined) return error
@@ -147,11 +177,22 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
       if (device !== undefined) await failuresPerDevice.add(device)
       return error
     },
-    succeeded (email) {
-      const nonce = deviceOf(client, email) ?? randomBytes(16).toString('base64url')
-      return `${nonce}.${deviceMac(nonce, email).toString('base64url')}`
+    async succeeded (email) {
+      if (max > 0) await successesPerAccount.add(digest(email))
+      return deviceCookie(client, email)
     }
   })
+
+  const admitInbox = async (inbox: string): Promise<InboxAdmission> => {
+    if (linksPerHour === 0) return { allowed: true, windowEndsInMs: 0 }
+    const { count, ttlMs } = await linksPerInbox.add(digest(inbox))
+    return { allowed: count <= linksPerHour, windowEndsInMs: ttlMs }
+  }
+  const admitMailRequest = async (client: Client): Promise<void> => {
+    if (max === 0) return
+    const requests = await linkRequestsPerClient.add(clientKey(client.address))
+    if (requests.count > max) throw rateLimited(requests.ttlMs / 1000)
+  }
 
   return {
     async admit (client, account) {
@@ -159,19 +200,20 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
       const attempts = await attemptsPerClient.add(clientKey(client.address))
       if (attempts.count > max) throw rateLimited(attempts.ttlMs / 1000)
       if (account === undefined) return attempt(client, account)
-      const failures = await failuresPerAccount.read(digest(account))
-      if (failures.count < max) return attempt(client, account)
-      const device = deviceOf(client, account)
-      if (device !== undefined && (await failuresPerDevice.read(device)).count < max) return attempt(client, account)
-      throw rateLimited(failures.ttlMs / 1000)
-    },
-    async admitLinkRequest (client, inbox) {
-      if (max > 0) {
-        const requests = await linkRequestsPerClient.add(clientKey(client.address))
-        if (requests.count > max) throw rateLimited(requests.ttlMs / 1000)
+      const [failures, successes] = await Promise.all([failuresPerAccount.read(digest(account)), successesPerAccount.read(digest(account))])
+      if (failures.count >= max) {
+        const device = deviceOf(client, account)
+        if (device === undefined || (await failuresPerDevice.read(device)).count >= max) throw accountLocked(failures.ttlMs / 1000)
       }
-      if (linksPerHour === 0) return true
-      return (await linksPerInbox.add(digest(inbox))).count <= linksPerHour
-    }
+      if (successes.count >= max) throw rateLimited(successes.ttlMs / 1000)
+      return attempt(client, account)
+    },
+    admitMailRequest,
+    admitInbox,
+    async admitLinkRequest (client, inbox) {
+      await admitMailRequest(client)
+      return (await admitInbox(inbox)).allowed
+    },
+    trustDevice: (email) => deviceCookie({ address: undefined, deviceCookie: undefined }, email)
   }
 }

@@ -7,19 +7,21 @@
 import { randomUUID } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import { consumeEmailToken, findUserForEmailToken, voidEmailTokens } from '../db/email-tokens.js'
-import { voidSignInState } from '../db/identities.js'
+import { linkedProviders, removeIdentitiesLinkedElsewhere, voidSignInState } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import { endSessions } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
-import { createUserWithPreferences, findUserByEmail, isUniqueViolation, markEmailVerified, normalizeEmail, resetPassword, updateUser } from '../db/users.js'
 import {
-  CurrentPasswordRequiredError, EmailAlreadyVerifiedError, EmailTakenError, InvalidCredentialsError, InvalidCurrentPasswordError,
+  applyPendingEmail, createUserWithPreferences, findUserByEmail, isUniqueViolation, lockUser, markEmailVerified, normalizeEmail, resetPassword, updateUser
+} from '../db/users.js'
+import {
+  CurrentPasswordRequiredError, DeviceLinkInvalidError, EmailAlreadyVerifiedError, EmailTakenError, InvalidCredentialsError, InvalidCurrentPasswordError,
   PasswordChangeConflictError, PasswordNotSetError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
 } from '../errors.js'
 import { hashToken } from '../mail/outbox.js'
 import type { Passwords } from '../plugins/app/passwords.js'
 import { recordedClient, type Attempt, type Client, type SignInLimits } from './limits.js'
-import type { AccountEmail, AccountMail } from './mail.js'
+import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
 import type { Sessions } from './sessions.js'
 
 /** A check that signed the user in: the route issues the token and sets the device cookie. */
@@ -40,6 +42,8 @@ export interface ProfileChange {
 
 export interface ProfileChanged {
   user: UserRow
+  /** The address a change waits to have confirmed (its link went to it), or null. */
+  pendingEmail: string | null
   /** Set when the current password was checked. */
   deviceCookie?: string
   /** Every older session has ended: the route signs in again. */
@@ -53,18 +57,30 @@ export interface Accounts {
   logIn: (client: Client, credentials: { email: string, password: string }) => Promise<SignedIn>
   /**
    * A partial update. A new password or email needs the current password (checked like a
-   * sign-in); a new password voids older reset links and ends older sessions; each change
-   * queues its notices.
+   * sign-in); a new password voids older reset links and ends older sessions; a new email
+   * waits for that address to confirm it (verifyEmail applies it), the current one told;
+   * the current address again drops a waiting change; each change queues its notices.
    */
   changeProfile: (client: Client, user: UserRow, change: ProfileChange) => Promise<ProfileChanged>
   /** Resolves the same, after the same work, whether or not `email` has an account. */
   requestPasswordReset: (client: Client, email: string) => Promise<void>
-  /** 400 RESET_TOKEN_INVALID for a token that does not work; ends older sessions and verifies the address. */
+  /**
+   * 400 RESET_TOKEN_INVALID for a token that does not work; ends older sessions, verifies the
+   * address, drops a waiting email change and the identities linked under another address.
+   */
   resetPassword: (client: Client, reset: { token: string, password: string }) => Promise<SignedIn>
-  /** 400 VERIFICATION_TOKEN_INVALID for a token that does not work. */
+  /**
+   * 400 VERIFICATION_TOKEN_INVALID for a token that does not work. A link to the address a
+   * change waits for applies the change (409 EMAIL_TAKEN when another account took it
+   * meanwhile) and removes the identities linked under another address.
+   */
   verifyEmail: (client: Client, token: string) => Promise<UserRow>
-  /** 409 EMAIL_ALREADY_VERIFIED; otherwise queues a fresh link unless the inbox had its links this hour. */
+  /** 409 EMAIL_ALREADY_VERIFIED; otherwise queues a fresh link unless the inbox had its mails this hour. */
   requestVerificationEmail: (client: Client, user: UserRow) => Promise<void>
+  /** Resolves the same, after the same work, whether or not `email` has an account: its device link if it has. */
+  requestDeviceLink: (client: Client, email: string) => Promise<void>
+  /** 400 DEVICE_LINK_INVALID for a token that does not work; else the device cookie that lets this device past its account's lock. */
+  trustDevice: (client: Client, token: string) => Promise<{ deviceCookie: string }>
 }
 
 export interface AccountDependencies {
@@ -77,6 +93,16 @@ export interface AccountDependencies {
 
 /** Names trimmed, and blank ones none. */
 const cleanName = (name: string | null | undefined): string | null => name?.trim() || null
+
+/**
+ * The account's address was just proved the owner's (a reset, a confirmed change): the
+ * identities linked while it held another address go, each a security event. Their providers.
+ */
+async function unlinkedBy (tx: Kysely<Database>, userId: string, why: 'password-reset' | 'email-changed', client: Client): Promise<string[]> {
+  const removed = await removeIdentitiesLinkedElsewhere(tx, userId)
+  for (const provider of removed) await recordSecurityEvent(tx, { userId, type: 'identity-unlinked', method: why, provider, ...recordedClient(client) })
+  return removed
+}
 
 export function accountService ({ db, passwords, limits, mail, sessions }: AccountDependencies): Accounts {
   /** A check that will hash: admitted by the limits, then by the hashing pool (503 when full), before any query. */
@@ -104,7 +130,7 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         if (isUniqueViolation(err)) throw await attempt.failed(new EmailTakenError())
         throw err
       }
-      return { user, deviceCookie: attempt.succeeded(user.email) }
+      return { user, deviceCookie: await attempt.succeeded(user.email) }
     },
 
     async logIn (client, credentials) {
@@ -119,7 +145,7 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         if (user !== undefined) sessions.failedSignIn(user.id, client)
         throw await attempt.failed(new InvalidCredentialsError())
       }
-      return { user, deviceCookie: attempt.succeeded(email) }
+      return { user, deviceCookie: await attempt.succeeded(email) }
     },
 
     async changeProfile (client, user, change) {
@@ -137,39 +163,43 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         if (!await passwords.verify(change.currentPassword, user.password ?? undefined)) throw await attempt.failed(new InvalidCurrentPasswordError())
         if (change.newPassword !== undefined) passwordHash = await passwords.hash(change.newPassword)
       }
-      let updated
-      try {
-        updated = await mail.transaction(async (tx) => {
-          const row = await updateUser(tx, user.id, {
-            name: change.name === undefined ? undefined : cleanName(change.name),
-            image: change.image,
-            email,
-            // Only over the password that was checked: of two concurrent changes, one wins.
-            passwordHash: passwordHash === undefined ? undefined : { from: user.password!, to: passwordHash }
-          })
-          const emails: AccountEmail[] = []
-          if (row === undefined) return { value: undefined, emails }
-          if (emailChanges) {
-            emails.push({ kind: 'verification', user: row }, { kind: 'email-changed', user: row, oldEmail: user.email })
-            await recordSecurityEvent(tx, { userId: row.id, type: 'email-changed', ...recordedClient(client) })
-          }
-          if (passwordHash !== undefined) {
-            // A reset link sent before the change must not undo it; every session ends (the route signs in anew).
-            await voidEmailTokens(tx, row.id, 'password_reset')
-            await endSessions(tx, row.id)
-            await voidSignInState(tx, row.id)
-            await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...recordedClient(client) })
-            emails.push({ kind: 'password-changed', user: row })
-          }
-          return { value: row, emails }
+      // A taken address is refused now, as at sign-up; its confirmation checks again.
+      if (emailChanges && await findUserByEmail(db, email) !== undefined) throw new EmailTakenError()
+      const updated = await mail.transaction(async (tx) => {
+        const row = await updateUser(tx, user.id, {
+          name: change.name === undefined ? undefined : cleanName(change.name),
+          image: change.image,
+          // The new address waits for its own confirmation; the current one again drops a waiting change.
+          pendingEmail: email === undefined ? undefined : emailChanges ? email : null,
+          // Only over the password that was checked: of two concurrent changes, one wins.
+          passwordHash: passwordHash === undefined ? undefined : { from: user.password!, to: passwordHash }
         })
-      } catch (err) {
-        if (isUniqueViolation(err)) throw new EmailTakenError()
-        throw err
-      }
+        const emails: AccountEmail[] = []
+        if (row === undefined) return { value: undefined, emails }
+        if (emailChanges) {
+          // The link to the new address; the address that signs in today is told, and keeps signing in.
+          emails.push({ kind: 'verification', user: { id: row.id, email } }, { kind: 'email-change-requested', user: row, newEmail: email })
+          await recordSecurityEvent(tx, { userId: row.id, type: 'email-change-requested', ...recordedClient(client) })
+        }
+        if (passwordHash !== undefined) {
+          // A reset link sent before the change must not undo it; every session ends (the route signs in anew).
+          await voidEmailTokens(tx, row.id, 'password_reset')
+          await endSessions(tx, row.id)
+          await voidSignInState(tx, row.id)
+          await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...recordedClient(client) })
+          emails.push({ kind: 'password-changed', user: row, providers: await linkedProviders(tx, row.id) })
+        }
+        return { value: row, emails }
+      })
       // No row: the account is gone, or (with a new password) another change won.
       if (updated === undefined) throw passwordHash === undefined ? new UnauthorizedError() : new PasswordChangeConflictError()
-      return { user: updated, deviceCookie: attempt?.succeeded(updated.email), passwordChanged: passwordHash !== undefined }
+      const { pending_email: pendingEmail, ...changed } = updated
+      return {
+        user: changed,
+        pendingEmail,
+        deviceCookie: attempt === undefined ? undefined : await attempt.succeeded(changed.email),
+        passwordChanged: passwordHash !== undefined
+      }
     },
 
     async requestPasswordReset (client, email) {
@@ -187,33 +217,79 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
       if (await findUserForEmailToken(db, hash, 'password_reset') === undefined) throw await invalid()
       const passwordHash = await passwords.hash(reset.password)
       const user = await mail.transaction(async (tx) => {
-        const userId = await consumeEmailToken(tx, hash, 'password_reset')
-        if (userId === undefined) return { value: undefined, emails: [] }
+        const used = await consumeEmailToken(tx, hash, 'password_reset')
+        if (used === undefined) return { value: undefined, emails: [] }
+        const { userId } = used
         const updated = await resetPassword(tx, userId, passwordHash)
         await endSessions(tx, userId)
         await voidSignInState(tx, userId)
         await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...recordedClient(client) })
-        return { value: updated, emails: [{ kind: 'password-changed', user: updated }] }
+        // The reset proves this address is the owner's: a way in linked under another one may be whoever moved the account here.
+        await unlinkedBy(tx, userId, 'password-reset', client)
+        return { value: updated, emails: [{ kind: 'password-changed', user: updated, providers: await linkedProviders(tx, userId) }] }
       })
       if (user === undefined) throw await invalid()
-      return { user, deviceCookie: attempt.succeeded(user.email) }
+      return { user, deviceCookie: await attempt.succeeded(user.email) }
     },
 
     async verifyEmail (client, token) {
       const hash = hashToken(token)
       const attempt = await limits.admit(client)
-      const user = await db.transaction().execute(async (tx) => {
-        const userId = await consumeEmailToken(tx, hash, 'email_verification')
-        return userId === undefined ? undefined : markEmailVerified(tx, userId)
-      })
+      let taken = false
+      let user: UserRow | undefined
+      try {
+        user = await mail.transaction(async (tx): Promise<ChangeWithMail<UserRow | undefined>> => {
+          const used = await consumeEmailToken(tx, hash, 'email_verification')
+          const current = used && await lockUser(tx, used.userId)
+          if (used === undefined || current === undefined) return { value: undefined, emails: [] }
+          const { pending_email: _, ...row } = current
+          if (used.email === row.email) return { value: await markEmailVerified(tx, row.id), emails: [] }
+          // The address a change waits for, confirmed by its inbox: unless another account took it meanwhile.
+          if (await findUserByEmail(tx, used.email) !== undefined) {
+            await updateUser(tx, row.id, { pendingEmail: null })
+            taken = true
+            return { value: undefined, emails: [] }
+          }
+          const changed = await applyPendingEmail(tx, row.id)
+          if (changed === undefined) return { value: undefined, emails: [] }
+          await recordSecurityEvent(tx, { userId: row.id, type: 'email-changed', ...recordedClient(client) })
+          const removed = await unlinkedBy(tx, row.id, 'email-changed', client)
+          return { value: changed, emails: [{ kind: 'email-changed', user: changed, oldEmail: row.email, removed }] }
+        })
+      } catch (err) {
+        // Taken between the check and the change (the unique key settles it): nothing applied.
+        if (isUniqueViolation(err)) throw new EmailTakenError()
+        throw err
+      }
+      if (taken) throw new EmailTakenError()
       if (user === undefined) throw await attempt.failed(new VerificationTokenInvalidError())
       return user
     },
 
     async requestVerificationEmail (client, user) {
       if (user.email_verified !== null) throw new EmailAlreadyVerifiedError()
-      if (!await limits.admitLinkRequest(client, user.email)) return
+      // The inbox's cap is counted where the mail is queued (accounts/mail.ts).
+      await limits.admitMailRequest(client)
       await mail.transaction(async () => ({ value: undefined, emails: [{ kind: 'verification', user }] }))
+    },
+
+    async requestDeviceLink (client, email) {
+      const inbox = normalizeEmail(email)
+      // Like "forgot": past the inbox's mails for the hour, resolved the same, and nothing is sent.
+      if (await limits.admitLinkRequest(client, inbox)) mail.deviceLinkIfAccount(inbox)
+    },
+
+    async trustDevice (client, token) {
+      const hash = hashToken(token)
+      // Per client only, like the other links: a guessed token costs an attempt.
+      const attempt = await limits.admit(client)
+      const used = await db.transaction().execute(async (tx) => {
+        const consumed = await consumeEmailToken(tx, hash, 'device_link')
+        if (consumed !== undefined) await recordSecurityEvent(tx, { userId: consumed.userId, type: 'device-trusted', ...recordedClient(client) })
+        return consumed
+      })
+      if (used === undefined) throw await attempt.failed(new DeviceLinkInvalidError())
+      return { deviceCookie: limits.trustDevice(used.email) }
     }
   }
 }

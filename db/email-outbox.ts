@@ -15,13 +15,20 @@ export interface OutgoingEmail {
   html: string | null
   /** What the link's token is derived from when the message is sent (mail/outbox.ts). */
   linkNonce: string | null
+  /**
+   * A notice held back past its address's hourly cap: due this many ms from now, and then sent
+   * in one digest with the others held for the same address (claimHeldWith).
+   */
+  digestInMs?: number
 }
 
 /** A queued message as the sender claims it. */
-export interface ClaimedEmail extends Omit<OutgoingEmail, 'userId'> {
+export interface ClaimedEmail extends Omit<OutgoingEmail, 'userId' | 'digestInMs'> {
   id: string
   attempts: number
   createdAt: string
+  /** A held notice: sent with the others held for its address, as one digest. */
+  digest: boolean
 }
 
 export async function queueEmail (db: Kysely<Database>, email: OutgoingEmail): Promise<void> {
@@ -32,7 +39,11 @@ export async function queueEmail (db: Kysely<Database>, email: OutgoingEmail): P
     subject: email.subject,
     text_body: email.text,
     html_body: email.html,
-    link_nonce: email.linkNonce
+    link_nonce: email.linkNonce,
+    ...(email.digestInMs !== undefined && {
+      digest: true,
+      next_attempt_at: sql<string>`now() + ${Math.max(0, Math.round(email.digestInMs))}::int * interval '1 millisecond'`
+    })
   }).execute()
 }
 
@@ -91,23 +102,72 @@ export async function claimDueEmails (db: Kysely<Database>, limit: number, lease
       .limit(limit)
       .forUpdate()
       .skipLocked())
-    .returning([
-      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link_nonce', 'attempts', 'created_at'
-    ])
+    .returning(CLAIMED)
     .execute()
-  return rows
-    .map((row) => ({
-      id: row.id,
-      kind: row.kind,
-      recipient: row.recipient,
-      subject: row.subject,
-      text: row.text_body,
-      html: row.html_body,
-      linkNonce: row.link_nonce,
-      attempts: Number(row.attempts),
-      createdAt: row.created_at
-    }))
-    .sort((a, b) => Number(a.id) - Number(b.id))
+  return rows.map(toClaimed).sort((a, b) => Number(a.id) - Number(b.id))
+}
+
+const CLAIMED = [
+  sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link_nonce', 'attempts', 'created_at', 'digest'
+] as const
+
+interface ClaimedRow {
+  id: string
+  kind: string
+  recipient: string
+  subject: string
+  text_body: string | null
+  html_body: string | null
+  link_nonce: string | null
+  attempts: number
+  created_at: string
+  digest: boolean
+}
+
+function toClaimed (row: ClaimedRow): ClaimedEmail {
+  return {
+    id: row.id,
+    kind: row.kind,
+    recipient: row.recipient,
+    subject: row.subject,
+    text: row.text_body,
+    html: row.html_body,
+    linkNonce: row.link_nonce,
+    attempts: Number(row.attempts),
+    createdAt: row.created_at,
+    digest: row.digest
+  }
+}
+
+// Notices held in one hour share its end as their due time, give or take the milliseconds
+// between their queueing: a digest takes along those due this soon after it.
+const HELD_TOGETHER_MS = 5_000
+
+/**
+ * The other held notices for `recipient` due with a digest the sender claimed (`claimed`), taken
+ * for `leaseMs` like it: sent in the same digest, oldest first.
+ */
+export async function claimHeldWith (db: Kysely<Database>, claimed: ClaimedEmail, leaseMs: number): Promise<ClaimedEmail[]> {
+  const rows = await db.updateTable('email_outbox')
+    .set({
+      locked_until: sql`now() + ${leaseMs}::int * interval '1 millisecond'`,
+      attempts: sql`attempts + 1`
+    })
+    .where('id', 'in', (eb) => eb.selectFrom('email_outbox').select('id')
+      .where('recipient', '=', claimed.recipient)
+      .where('digest', '=', true)
+      .where('id', '<>', sql<string>`${claimed.id}::bigint`)
+      .where('sent_at', 'is', null)
+      .where('failed_at', 'is', null)
+      .where('next_attempt_at', '<=', sql<string>`now() + ${HELD_TOGETHER_MS}::int * interval '1 millisecond'`)
+      .where((w) => w.or([w('locked_until', 'is', null), w('locked_until', '<', sql<string>`now()`)]))
+      .orderBy('id')
+      .limit(100)
+      .forUpdate()
+      .skipLocked())
+    .returning(CLAIMED)
+    .execute()
+  return rows.map(toClaimed).sort((a, b) => Number(a.id) - Number(b.id))
 }
 
 /** Delivered: the bodies and the nonce are blanked. */

@@ -1,6 +1,7 @@
-// The one-time email tokens (reset and verification links): only their SHA-256 is stored,
-// looked up by hash, used once, and void once the account's address is not the one they
-// were sent to (docs/email.md).
+// The one-time email tokens (reset, verification and device links): only their SHA-256 is
+// stored, looked up by hash, used once, and void once the account's address is not the one
+// they were sent to (docs/email.md); a verification link may also be for the address an email
+// change waits for (pending_email), and only for its latest request.
 import { sql, type Kysely } from 'kysely'
 import type { Database, EmailTokenPurpose, UserRow } from './types.js'
 
@@ -18,10 +19,12 @@ export async function insertEmailToken (
 }
 
 // A token is for the address the user has now, and was issued since the account last
-// changed its address: after A → B → A, links sent to A the first time stay dead. Both sides
-// are transaction times (now()), so a link issued with the change itself (the verification
-// of the new address) counts as after it.
-const tokenStillFitsUser = sql<boolean>`users.email = email_tokens.email and (users.email_changed_at is null or email_tokens.created_at >= users.email_changed_at)`
+// changed its address: after A → B → A, links sent to A the first time stay dead. Or it is a
+// verification link for the address a change waits for, issued with the latest request for
+// it: asking for B, then C, then B again leaves only the last link to B alive. Both sides are
+// transaction times (now()), so a link issued with the request itself counts as after it.
+const tokenStillFitsUser = sql<boolean>`(users.email = email_tokens.email and (users.email_changed_at is null or email_tokens.created_at >= users.email_changed_at))
+  or (email_tokens.purpose = 'email_verification' and users.pending_email = email_tokens.email and email_tokens.created_at >= users.pending_email_at)`
 
 /**
  * The user a live token names: unused, unexpired, of this purpose, and issued for the
@@ -41,11 +44,12 @@ export function findUserForEmailToken (db: Kysely<Database>, hash: string, purpo
 }
 
 /**
- * Uses the token once: its user id, or undefined when it is not live (see
- * findUserForEmailToken). Of two concurrent uses one wins. Other live tokens of the same
- * purpose for the user go with it.
+ * Uses the token once: its user id and the address it was sent to, or undefined when it is
+ * not live (see findUserForEmailToken). Of two concurrent uses one wins. Other live tokens of
+ * the same purpose sent to the same address go with it (a link for the address a change waits
+ * for outlives the confirmation of the current one).
  */
-export async function consumeEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<string | undefined> {
+export async function consumeEmailToken (db: Kysely<Database>, hash: string, purpose: EmailTokenPurpose): Promise<{ userId: string, email: string } | undefined> {
   const used = await db.updateTable('email_tokens')
     .set({ used_at: sql`now()` })
     .where('token_hash', '=', hash)
@@ -55,21 +59,22 @@ export async function consumeEmailToken (db: Kysely<Database>, hash: string, pur
     .where(({ exists, selectFrom }) => exists(selectFrom('users').select(sql`1`.as('one'))
       .whereRef('users.id', '=', 'email_tokens.user_id')
       .where(tokenStillFitsUser)))
-    .returning('user_id')
+    .returning(['user_id', 'email'])
     .executeTakeFirst()
   if (used === undefined) return undefined
-  await voidEmailTokens(db, used.user_id, purpose)
-  return used.user_id
+  await voidEmailTokens(db, used.user_id, purpose, used.email)
+  return { userId: used.user_id, email: used.email }
 }
 
-/** Ends every live token of this purpose for the user (a new password, a new address). */
-export async function voidEmailTokens (db: Kysely<Database>, userId: string, purpose: EmailTokenPurpose): Promise<void> {
-  await db.updateTable('email_tokens')
+/** Ends every live token of this purpose for the user (a new password, a new address), or only those sent to `email`. */
+export async function voidEmailTokens (db: Kysely<Database>, userId: string, purpose: EmailTokenPurpose, email?: string): Promise<void> {
+  let update = db.updateTable('email_tokens')
     .set({ used_at: sql`now()` })
     .where('user_id', '=', userId)
     .where('purpose', '=', purpose)
     .where('used_at', 'is', null)
-    .execute()
+  if (email !== undefined) update = update.where('email', '=', email)
+  await update.execute()
 }
 
 /** Housekeeping: expired tokens (used ones go once they expire too). */

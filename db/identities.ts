@@ -11,8 +11,37 @@ export function listIdentities (db: Kysely<Database>, userId: string): Promise<I
   return db.selectFrom('user_identities').selectAll().where('user_id', '=', userId).orderBy('created_at').orderBy('id').execute()
 }
 
-export async function createIdentity (db: Kysely<Database>, identity: Omit<IdentityRow, 'created_at'>): Promise<IdentityRow> {
-  return db.insertInto('user_identities').values(identity).returningAll().executeTakeFirstOrThrow()
+/** Links the identity; it records the account's address as it is in this same statement. */
+export async function createIdentity (db: Kysely<Database>, identity: Omit<IdentityRow, 'created_at' | 'account_email'>): Promise<IdentityRow> {
+  return db.insertInto('user_identities')
+    .values({ ...identity, account_email: sql<string | null>`(select email from users where id = ${identity.user_id})` })
+    .returningAll()
+    .executeTakeFirstOrThrow()
+}
+
+/**
+ * The account now holds an address someone proved is theirs (a confirmed change, a reset):
+ * the identities linked while it held another address go, since whoever linked them may have
+ * moved the account there. Returns the providers of those removed.
+ */
+export async function removeIdentitiesLinkedElsewhere (db: Kysely<Database>, userId: string): Promise<string[]> {
+  const removed = await db.deleteFrom('user_identities')
+    .where('user_id', '=', userId)
+    .where(sql<boolean>`account_email is distinct from (select email from users where id = ${userId})`)
+    .returning('provider')
+    .execute()
+  return removed.map((row) => row.provider)
+}
+
+/**
+ * The providers of the identities that sign in to the account (one entry per identity, oldest
+ * first); with `keptByReset`, only those a reset keeps (linked under the address it has now).
+ */
+export async function linkedProviders (db: Kysely<Database>, userId: string, keptByReset = false): Promise<string[]> {
+  let query = db.selectFrom('user_identities').select('provider').where('user_id', '=', userId)
+  if (keptByReset) query = query.where(sql<boolean>`account_email = (select email from users where id = ${userId})`)
+  const rows = await query.orderBy('created_at').orderBy('id').execute()
+  return rows.map((row) => row.provider)
 }
 
 export async function deleteIdentity (db: Kysely<Database>, userId: string, id: string): Promise<IdentityRow | undefined> {

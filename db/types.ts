@@ -27,6 +27,13 @@ export interface UsersTable {
    * documented claims) issued before it stop working. Like email_changed_at, only compared.
    */
   other_tokens_ended_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
+  /**
+   * An email change waiting for the new address to confirm it (docs/security.md), and when it
+   * was asked: links sent for it before then are void. Read only by the profile routes and in
+   * SQL, never by the hot token lookup.
+   */
+  pending_email: ColumnType<never, string | null | undefined, string | null>
+  pending_email_at: ColumnType<never, Date | string | null | undefined, Date | string | null>
   created_at: Timestamp
   updated_at: Timestamp
 }
@@ -117,7 +124,8 @@ export interface BillingProviderActionsTable {
   created_at: Timestamp
 }
 
-export type EmailTokenPurpose = 'password_reset' | 'email_verification'
+/** `device_link`: the emailed link that lets a device past its account's sign-in lock. */
+export type EmailTokenPurpose = 'password_reset' | 'email_verification' | 'device_link'
 
 export interface EmailOutboxTable {
   id: ColumnType<string, never, never>
@@ -132,6 +140,8 @@ export interface EmailOutboxTable {
    * the bodies being rendered then; without the service's secret it is no link. Blanked once sent.
    */
   link_nonce: string | null
+  /** A security notice held back past its address's hourly cap: sent with the others held for it, as one digest. */
+  digest: Generated<boolean>
   attempts: Generated<number>
   next_attempt_at: Timestamp
   locked_until: NullableTimestamp
@@ -191,6 +201,8 @@ export interface UserIdentitiesTable {
   issuer: string
   subject: string
   email: string | null
+  /** The account's address when the identity was linked: a confirmation of another address removes it. */
+  account_email: string | null
   created_at: Timestamp
 }
 

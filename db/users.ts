@@ -1,6 +1,6 @@
 // Users: creation with default preferences, lookups for sign-in and for token checks.
 import { sql, type Kysely } from 'kysely'
-import type { User } from '../schemas/users.js'
+import type { Profile, User } from '../schemas/users.js'
 import { prepareQuery } from './statements.js'
 import type { Database, UserRow } from './types.js'
 
@@ -13,6 +13,8 @@ export const toUser = (row: UserRow): User => ({
   createdAt: row.created_at,
   updatedAt: row.updated_at
 })
+
+export const toProfile = (row: UserRow, pendingEmail: string | null): Profile => ({ ...toUser(row), pendingEmail })
 
 /** Emails are one account regardless of case or surrounding blanks. */
 export const normalizeEmail = (email: string): string => email.trim().toLowerCase()
@@ -83,27 +85,34 @@ export async function findUserForToken (db: Kysely<Database>, userId: string, jt
   }
 }
 
+/** A user row with the email change waiting for its confirmation, if any. */
+export type UserWithPending = UserRow & { pending_email: string | null }
+
+const pendingEmail = sql<string | null>`users.pending_email`.as('pending_email')
+
+/** The address an email change waits to have confirmed, or null. */
+export async function findPendingEmail (db: Kysely<Database>, id: string): Promise<string | null> {
+  const row = await db.selectFrom('users').select(pendingEmail).where('id', '=', id).executeTakeFirst()
+  return row?.pending_email ?? null
+}
+
 /**
  * Applies the changes; undefined when there is no such user, or when a password change finds
  * the password already changed from `passwordHash.from` (a concurrent change won).
+ * `pendingEmail`: a new address to wait for (its confirmation applies it: applyPendingEmail),
+ * or null to drop the one waiting; a new one replaces the old, and so do the links sent for it.
  */
 export async function updateUser (
   db: Kysely<Database>,
   id: string,
-  changes: { name?: string | null, image?: string | null, email?: string, passwordHash?: { from: string, to: string } }
-): Promise<UserRow | undefined> {
+  changes: { name?: string | null, image?: string | null, pendingEmail?: string | null, passwordHash?: { from: string, to: string } }
+): Promise<UserWithPending | undefined> {
   const { passwordHash } = changes
   let update = db.updateTable('users')
     .set({
       ...(changes.name !== undefined && { name: changes.name }),
       ...(changes.image !== undefined && { image: changes.image }),
-      // A new address is unverified until its own link is followed, and the links sent
-      // before it are void, even if the account comes back to their address (db/email-tokens.ts).
-      ...(changes.email !== undefined && {
-        email: changes.email,
-        email_verified: sql<string | null>`case when email = ${changes.email} then email_verified else null end`,
-        email_changed_at: sql<string | null>`case when email = ${changes.email} then email_changed_at else now() end`
-      }),
+      ...(changes.pendingEmail !== undefined && { pending_email: changes.pendingEmail, pending_email_at: changes.pendingEmail === null ? null : sql<string>`now()` }),
       // A new password ends every session that existed before it. The time comes from this
       // process's clock, the one that stamps the tokens' `iat`, not the database server's.
       ...(passwordHash !== undefined && { password: passwordHash.to, password_changed_at: new Date() }),
@@ -111,12 +120,38 @@ export async function updateUser (
     })
     .where('id', '=', id)
   if (passwordHash !== undefined) update = update.where('password', '=', passwordHash.from)
-  return update.returningAll().executeTakeFirst()
+  return update.returningAll().returning(pendingEmail).executeTakeFirst()
+}
+
+/** The user's row, locked until the transaction ends, with its pending address. */
+export function lockUser (db: Kysely<Database>, id: string): Promise<UserWithPending | undefined> {
+  return db.selectFrom('users').selectAll().select(pendingEmail).where('id', '=', id).forUpdate().executeTakeFirst()
 }
 
 /**
- * A password reset: the new password ends every older session (like a change), and the
- * address the link reached is thereby verified.
+ * The new address confirmed: it becomes the account's, verified, and the links sent to the
+ * old one die with it (email_changed_at, db/email-tokens.ts). Undefined when none was waiting.
+ */
+export function applyPendingEmail (db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
+  return db.updateTable('users')
+    .set({
+      email: sql<string>`pending_email`,
+      email_verified: sql<string>`now()`,
+      email_changed_at: sql<string>`now()`,
+      pending_email: null,
+      pending_email_at: null,
+      updated_at: sql`now()`
+    })
+    .where('id', '=', id)
+    .where(sql<boolean>`pending_email is not null`)
+    .returningAll()
+    .executeTakeFirst()
+}
+
+/**
+ * A password reset: the new password ends every older session (like a change), the address
+ * the link reached is thereby verified, and an email change waiting for confirmation is
+ * dropped (whoever asked for it may be the reason for the reset).
  */
 export function resetPassword (db: Kysely<Database>, id: string, passwordHash: string): Promise<UserRow> {
   return db.updateTable('users')
@@ -124,6 +159,8 @@ export function resetPassword (db: Kysely<Database>, id: string, passwordHash: s
       password: passwordHash,
       password_changed_at: new Date(),
       email_verified: sql<string>`coalesce(email_verified, now())`,
+      pending_email: null,
+      pending_email_at: null,
       updated_at: sql`now()`
     })
     .where('id', '=', id)

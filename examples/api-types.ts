@@ -149,11 +149,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The caller's profile */
+        /**
+         * The caller's profile
+         * @description The user object, and `pendingEmail`: a new address waiting for its confirmation (null when none).
+         */
         get: operations["getProfile"];
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email takes effect only when that address confirms it: the answer keeps `email` and shows the new address as `pendingEmail`; a verification link goes to the new address (APP_URL/verify-email?token=…, POST /auth/email/verify applies the change and marks it verified) and a notice to the current one, which keeps signing in until then. A later change replaces a waiting one; the current address again cancels it, and so does a password reset. A taken address is 409 `EMAIL_TAKEN`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         put: operations["replaceProfile"];
         post?: never;
@@ -162,7 +165,7 @@ export interface paths {
         head?: never;
         /**
          * Change name, image, email or password
-         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
+         * @description A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. A password change queues a notice email. A new email takes effect only when that address confirms it: the answer keeps `email` and shows the new address as `pendingEmail`; a verification link goes to the new address (APP_URL/verify-email?token=…, POST /auth/email/verify applies the change and marks it verified) and a notice to the current one, which keeps signing in until then. A later change replaces a waiting one; the current address again cancels it, and so does a password reset. A taken address is 409 `EMAIL_TAKEN`. PUT is the same partial update as PATCH (the origin web client edits the name with PUT).
          */
         patch: operations["updateProfile"];
         trace?: never;
@@ -198,7 +201,7 @@ export interface paths {
         put?: never;
         /**
          * Email a password reset link
-         * @description Always 202 with the same body, whether or not the address has an account, after the same work. For an account, queues an email with the link `APP_URL/reset-password?token=…` (valid 1 hour, single use). Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).
+         * @description Always 202 with the same body, whether or not the address has an account, after the same work. For an account, queues an email with the link `APP_URL/reset-password?token=…` (valid 1 hour, single use). Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR mails an hour (beyond, the same 202 and no mail). The mail names the identity providers that will still sign in to the account after the reset.
          */
         post: operations["forgotPassword"];
         delete?: never;
@@ -218,7 +221,7 @@ export interface paths {
         put?: never;
         /**
          * Choose a new password with the emailed token, and sign in
-         * @description The password follows the rules of registration. An unknown, used, expired or superseded token is 400 `RESET_TOKEN_INVALID`. Ends every older session (as a password change does), marks the email verified, queues a "password changed" notice, and signs in like login (sets the `auth_token` cookie). Limited per client address like sign-in.
+         * @description The password follows the rules of registration. An unknown, used, expired or superseded token is 400 `RESET_TOKEN_INVALID`. Ends every older session (as a password change does), marks the email verified, cancels an email change waiting for confirmation, removes the identity providers linked while the account held another address, queues a "password changed" notice naming those still linked, and signs in like login (sets the `auth_token` cookie). Limited per client address like sign-in.
          */
         post: operations["resetPassword"];
         delete?: never;
@@ -238,7 +241,7 @@ export interface paths {
         put?: never;
         /**
          * Confirm the email address with the emailed token
-         * @description The token from `APP_URL/verify-email?token=…` (valid 48 hours, single use). A token that is unknown, used, expired, or was issued for an address the user no longer has is 400 `VERIFICATION_TOKEN_INVALID`. Limited per client address like sign-in.
+         * @description The token from `APP_URL/verify-email?token=…` (valid 48 hours, single use). A token that is unknown, used, expired, or was issued for an address the user no longer has is 400 `VERIFICATION_TOKEN_INVALID`. A link sent to the address an email change waits for applies the change: that address becomes the account's, verified; the old one is told, and the identity providers linked while the account held another address are removed. 409 `EMAIL_TAKEN` when another account took that address meanwhile (the change is dropped). Limited per client address like sign-in.
          */
         post: operations["verifyEmail"];
         delete?: never;
@@ -258,9 +261,49 @@ export interface paths {
         put?: never;
         /**
          * Email a fresh verification link
-         * @description Queues a verification email to the caller's address; 409 `EMAIL_ALREADY_VERIFIED` when it is verified already. Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR links an hour (beyond, the same 202 and no mail).
+         * @description Queues a verification email to the caller's address; 409 `EMAIL_ALREADY_VERIFIED` when it is verified already. Limited per client address (429); an address receives at most EMAIL_LINK_MAX_PER_HOUR mails an hour (beyond, the same 202 and no mail).
          */
         post: operations["sendVerificationEmail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/device-link": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Email a link that lets this device sign in to a locked account
+         * @description For the answer 429 `ACCOUNT_LOCKED` (too many failed sign-ins to the account, from devices that never signed in to it). Always 202 with the same body, whether or not the address has an account, after the same work (as `forgot`). For an account, queues an email with the link `APP_URL/trust-device?token=…` (valid 1 hour, single use) for POST /auth/device-link/confirm. Limited per client address (429); counted against the address's EMAIL_LINK_MAX_PER_HOUR mails an hour (beyond, the same 202 and no mail).
+         */
+        post: operations["requestDeviceLink"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/device-link/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Follow the emailed link: this device may sign in to its account while it is locked
+         * @description Sets the `sign_in_device` cookie for the link's account, a fresh one: this device then signs in with the password as usual, past the account's lock (until it fails as often itself). It signs nothing in by itself. The browser must keep the cookie (`credentials: 'include'`, the web client and the API on one site). An unknown, used or expired token is 400 `DEVICE_LINK_INVALID`. Records a `device-trusted` security event. Limited per client address like sign-in.
+         */
+        post: operations["confirmDeviceLink"];
         delete?: never;
         options?: never;
         head?: never;
@@ -313,7 +356,7 @@ export interface paths {
         };
         /**
          * Where the provider sends the browser back: register this URL at the provider
-         * @description Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, nonce, expiry, signature by the provider's keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` (60 s, once, bound to this browser by a cookie like the flow's; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: `INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `ACCOUNT_EXISTS` (an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`.
+         * @description Checks `state` against the flow this browser started, exchanges the code, verifies the ID token (issuer, audience, nonce, expiry, signature by the provider's keys), then redirects (302) to `returnTo` with `?signin=<one-time code>` (60 s, once, bound to this browser by a cookie like the flow's; for POST /auth/providers/exchange), or after linking with `?linked=<provider>`, or with `?error=<code>`: `INVALID_STATE`, `PROVIDER_UNAVAILABLE`, `PROVIDER_REJECTED`, `INVALID_ID_TOKEN`, `EMAIL_NOT_VERIFIED`, `EMAIL_INVALID`, `ACCOUNT_EXISTS` (an account has this email: sign in to it and link the provider), `IDENTITY_IN_USE`, `SERVER_ERROR`. Every answer is a 302, also when no flow is known (to APP_URL): `INVALID_STATE`, `PROVIDER_NOT_FOUND`, `RATE_LIMITED`, `SERVICE_UNAVAILABLE`, `INVALID_REQUEST`, `SERVER_ERROR`. The error statuses every route lists (400, 429, 500, 503) are such redirects here.
          */
         get: operations["providerCallback"];
         put?: never;
@@ -375,7 +418,7 @@ export interface paths {
         put?: never;
         /**
          * Sign in
-         * @description Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie and a `sign_in_device` cookie that marks this device as one that signed in to the account. AUTH_RATE_LIMIT_MAX attempts per window per client address (an IPv6 /64); an account with that many failed sign-ins from all clients together is locked (429) for the rest of the window, except on the devices that signed in to it before.
+         * @description Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie and a `sign_in_device` cookie that marks this device as one that signed in to the account. AUTH_RATE_LIMIT_MAX attempts per window per client address (an IPv6 /64); an account with that many failed sign-ins from all clients together is locked (429 `ACCOUNT_LOCKED`) for the rest of the window, except on the devices that signed in to it before, and on a device that followed the link POST /auth/device-link emails to the account's address. Successful password checks count per account too: past AUTH_RATE_LIMIT_MAX in a window, 429 `RATE_LIMITED`.
          */
         post: operations["login"];
         delete?: never;
@@ -602,7 +645,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "RECENT_SIGN_IN_REQUIRED" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "RECENT_SIGN_IN_REQUIRED" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -734,10 +777,35 @@ export interface components {
             token: string;
             user: components["schemas"]["User"];
         };
+        /** @description The public user object, with an email change waiting for confirmation */
+        Profile: {
+            /** Format: uuid */
+            id: string;
+            name: string | null;
+            email: string;
+            image: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            emailVerified: string | null;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            updatedAt: string;
+            /** @description A new address waiting for its confirmation (the link sent to it): until then `email` signs in and receives mail; null when none */
+            pendingEmail: string | null;
+        };
         ProfileResponse: {
             /** @enum {boolean} */
             success: true;
-            data: components["schemas"]["User"];
+            data: components["schemas"]["Profile"];
             /** @description A fresh token, present after a password change (older tokens are revoked) */
             token?: string;
         };
@@ -786,6 +854,16 @@ export interface components {
         VerifyEmailBody: {
             /**
              * @description The `token` query parameter of the emailed link
+             * @example Jq4mYw1…
+             */
+            token: string;
+        };
+        DeviceLinkBody: {
+            email: components["schemas"]["EmailAddress"];
+        };
+        TrustDeviceBody: {
+            /**
+             * @description The `token` query parameter of the emailed sign-in link (APP_URL/trust-device?token=…)
              * @example Jq4mYw1…
              */
             token: string;
@@ -949,10 +1027,10 @@ export interface components {
             data: components["schemas"]["Session"][];
         };
         /**
-         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's
+         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock
          * @enum {string}
          */
-        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-changed" | "identity-linked" | "identity-unlinked";
+        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted";
         SecurityEvent: {
             id: string;
             type: components["schemas"]["SecurityEventType"];
@@ -1388,7 +1466,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["UserResponse"];
+                    "application/json": components["schemas"]["ProfileResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1587,6 +1665,7 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -1620,6 +1699,74 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    requestDeviceLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeviceLinkBody"];
+            };
+        };
+        responses: {
+            /** @description Accepted: the email is queued */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    confirmDeviceLink: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TrustDeviceBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -1683,20 +1830,23 @@ export interface operations {
     providerCallback: {
         parameters: {
             query?: {
-                code?: string;
-                state?: string;
-                error?: string;
+                /** @description The authorization code */
+                code?: string | string[];
+                /** @description The flow's state: anything but exactly one known state is `error=INVALID_STATE` */
+                state?: string | string[];
+                /** @description The provider's refusal (`access_denied`, …): `error=PROVIDER_REJECTED` */
+                error?: string | string[];
             };
             header?: never;
             path: {
-                /** @description A configured provider's id (OIDC_PROVIDERS) */
+                /** @description The provider's id (OIDC_PROVIDERS) */
                 id: string;
             };
             cookie?: never;
         };
         requestBody?: never;
         responses: {
-            /** @description Back to the web client */
+            /** @description Back to the web client: with `signin`, `linked` or `error` */
             302: {
                 headers: {
                     [name: string]: unknown;
@@ -1704,7 +1854,6 @@ export interface operations {
                 content?: never;
             };
             400: components["responses"]["BadRequest"];
-            404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];

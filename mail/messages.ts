@@ -5,10 +5,13 @@ export interface MailContext {
   /** The web client's base URL (APP_URL): links point at its pages. */
   appUrl: string
   product: string
+  /** Display names of the identity providers by id (OIDC_<ID>_NAME); an id not here is shown as it is. */
+  providerNames?: ReadonlyMap<string, string>
 }
 
 export interface RenderedEmail {
-  kind: 'welcome' | 'email_verification' | 'password_reset' | 'password_changed' | 'email_changed' | 'welcome_verified' | 'sign_in_method'
+  kind: 'welcome' | 'email_verification' | 'password_reset' | 'password_changed' | 'email_changed' | 'email_change_requested' | 'welcome_verified' |
+  'sign_in_method' | 'device_link' | 'security_digest'
   subject: string
   text: string
   html: string
@@ -19,7 +22,7 @@ const escapeHtml = (text: string): string =>
   text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!)
 
 /** A page of the web client with the token in its query string. */
-export const tokenLink = (ctx: MailContext, page: 'reset-password' | 'verify-email', token: string): string =>
+export const tokenLink = (ctx: MailContext, page: 'reset-password' | 'verify-email' | 'trust-device', token: string): string =>
   `${ctx.appUrl.replace(/\/+$/, '')}/${page}?token=${encodeURIComponent(token)}`
 
 function render (ctx: MailContext, kind: RenderedEmail['kind'], subject: string, paragraphs: string[], link?: { url: string, label: string }): RenderedEmail {
@@ -49,20 +52,63 @@ export const verificationEmail = (ctx: MailContext, verifyUrl: string): Rendered
   'If you did not ask for this, you can ignore this email.'
 ], { url: verifyUrl, label: 'Verify your email' })
 
-export const passwordResetEmail = (ctx: MailContext, resetUrl: string): RenderedEmail => render(ctx, 'password_reset', 'Reset your password', [
-  'Someone (hopefully you) asked to reset the password of your account. The link is valid for 1 hour and works once.',
-  'If you did not ask for this, ignore this email: your password stays as it is.'
-], { url: resetUrl, label: 'Choose a new password' })
+const providerName = (ctx: MailContext, id: string): string => ctx.providerNames?.get(id) ?? id
 
-export const passwordChangedEmail = (ctx: MailContext): RenderedEmail => render(ctx, 'password_changed', 'Your password was changed', [
-  `The password of your ${ctx.product} account was just changed, and every other session was signed out.`,
-  'If this was not you, reset your password at once and contact support.'
-])
+/** "Google and Okta": the providers by display name, each once, in the order given. */
+function providerList (ctx: MailContext, providers: readonly string[]): string {
+  const names = [...new Set(providers.map((id) => providerName(ctx, id)))]
+  return names.length <= 1 ? names.join('') : `${names.slice(0, -1).join(', ')} and ${names.at(-1)!}`
+}
 
-export const emailChangedEmail = (ctx: MailContext, newEmail: string): RenderedEmail => render(ctx, 'email_changed', 'Your email address was changed', [
-  `The email address of your ${ctx.product} account was changed to ${newEmail}. Messages now go to the new address.`,
-  'If this was not you, contact support at once.'
-])
+/** A paragraph naming the providers that still sign in to the account, when there are any. */
+const stillLinked = (ctx: MailContext, providers: readonly string[], when: string): string[] => providers.length === 0
+  ? []
+  : [`${when} sign-in with ${providerList(ctx, providers)} still opens this account. If that is not yours, remove it under your account's sign-in methods.`]
+
+/** `providers`: those a reset keeps (linked under this address), named so an owner sees a way in that is not theirs. */
+export const passwordResetEmail = (ctx: MailContext, resetUrl: string, providers: readonly string[] = []): RenderedEmail =>
+  render(ctx, 'password_reset', 'Reset your password', [
+    'Someone (hopefully you) asked to reset the password of your account. The link is valid for 1 hour and works once.',
+    ...stillLinked(ctx, providers, 'After the reset,'),
+    'If you did not ask for this, ignore this email: your password stays as it is.'
+  ], { url: resetUrl, label: 'Choose a new password' })
+
+/** `providers`: the identity providers still linked to the account after the change. */
+export const passwordChangedEmail = (ctx: MailContext, providers: readonly string[] = []): RenderedEmail =>
+  render(ctx, 'password_changed', 'Your password was changed', [
+    `The password of your ${ctx.product} account was just changed, and every other session was signed out.`,
+    ...stillLinked(ctx, providers, 'Besides the password,'),
+    'If this was not you, reset your password at once and contact support.'
+  ])
+
+/** To the old address, once the new one confirmed the change; `removed`: the providers unlinked by it. */
+export const emailChangedEmail = (ctx: MailContext, newEmail: string, removed: readonly string[] = []): RenderedEmail =>
+  render(ctx, 'email_changed', 'Your email address was changed', [
+    `The email address of your ${ctx.product} account was changed to ${newEmail}, which confirmed it. Messages now go to the new address.`,
+    ...(removed.length === 0 ? [] : [`Sign-in with ${providerList(ctx, removed)} was removed from the account with the change: link it again if you want it.`]),
+    'If this was not you, contact support at once.'
+  ])
+
+/** To the current address: a change was asked for, and waits for the new address to confirm it. */
+export const emailChangeRequestedEmail = (ctx: MailContext, newEmail: string): RenderedEmail =>
+  render(ctx, 'email_change_requested', 'A change of your email address was requested', [
+    `Someone signed in to your ${ctx.product} account asked to change its email address to ${newEmail}.`,
+    'Nothing changes until that address confirms it; until then this address keeps signing in and receiving our messages.',
+    'If this was not you, reset your password now: that cancels the change and signs out every session.'
+  ])
+
+/** The way past a sign-in lock that an attacker cannot block: it marks the device that follows it as the owner's. */
+export const deviceLinkEmail = (ctx: MailContext, url: string): RenderedEmail => render(ctx, 'device_link', 'Sign in from this device', [
+  `Sign-ins to your ${ctx.product} account are paused after many wrong passwords. Open this link on the device you want to sign in from, then sign in with your password as usual. The link is valid for 1 hour and works once.`,
+  'If you did not ask for this, ignore this email; someone may be guessing your password, and it stays safe as long as it is strong.'
+], { url, label: 'Sign in from this device' })
+
+/** Security notices held back past the address's hourly cap, sent together once the hour ended. */
+export const securityDigestEmail = (ctx: MailContext, notices: ReadonlyArray<{ subject: string, text: string }>): RenderedEmail =>
+  render(ctx, 'security_digest', notices.length === 1 ? 'A security notice for your account' : `${notices.length} security notices for your account`, [
+    `We sent this address many messages in one hour, so these notices about your ${ctx.product} account were held back and come together:`,
+    ...notices.map((notice, i) => `${i + 1}. ${notice.subject}\n${notice.text.replace(/\n*— .*$/s, '').trim()}`)
+  ])
 
 /** A welcome for an account whose address its identity provider has verified: nothing to confirm. */
 export const welcomeVerifiedEmail = (ctx: MailContext, provider: string): RenderedEmail => render(ctx, 'welcome_verified', `Welcome to ${ctx.product}`, [

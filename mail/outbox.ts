@@ -9,14 +9,16 @@ import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import { queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/email-outbox.js'
 import { findUserForEmailToken, insertEmailToken } from '../db/email-tokens.js'
+import { linkedProviders } from '../db/identities.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
-  emailChangedEmail, passwordChangedEmail, passwordResetEmail, signInMethodEmail, tokenLink, verificationEmail, welcomeEmail, welcomeVerifiedEmail,
-  type MailContext, type RenderedEmail
+  deviceLinkEmail, emailChangedEmail, emailChangeRequestedEmail, passwordChangedEmail, passwordResetEmail, securityDigestEmail, signInMethodEmail, tokenLink,
+  verificationEmail, welcomeEmail, welcomeVerifiedEmail, type MailContext, type RenderedEmail
 } from './messages.js'
 
 export const RESET_TOKEN_TTL_MS = 60 * 60 * 1000
 export const VERIFICATION_TOKEN_TTL_MS = 48 * 60 * 60 * 1000
+export const DEVICE_LINK_TTL_MS = 60 * 60 * 1000
 
 /** What queueing and sending need: the message context and the key of the links' tokens. */
 export interface OutboxContext extends MailContext {
@@ -35,8 +37,15 @@ const tokenFor = (ctx: OutboxContext, nonce: string): string => createHmac('sha2
 const WITH_LINK = {
   welcome: { purpose: 'email_verification', page: 'verify-email', ttlMs: VERIFICATION_TOKEN_TTL_MS, render: welcomeEmail },
   email_verification: { purpose: 'email_verification', page: 'verify-email', ttlMs: VERIFICATION_TOKEN_TTL_MS, render: verificationEmail },
-  password_reset: { purpose: 'password_reset', page: 'reset-password', ttlMs: RESET_TOKEN_TTL_MS, render: passwordResetEmail }
-} satisfies Record<string, { purpose: EmailTokenPurpose, page: 'verify-email' | 'reset-password', ttlMs: number, render: (ctx: MailContext, url: string) => RenderedEmail }>
+  password_reset: { purpose: 'password_reset', page: 'reset-password', ttlMs: RESET_TOKEN_TTL_MS, render: passwordResetEmail },
+  device_link: { purpose: 'device_link', page: 'trust-device', ttlMs: DEVICE_LINK_TTL_MS, render: deviceLinkEmail }
+} satisfies Record<string, {
+  purpose: EmailTokenPurpose
+  page: 'verify-email' | 'reset-password' | 'trust-device'
+  ttlMs: number
+  /** `providers`: for a reset, the identity providers it keeps (read when the message is sent). */
+  render: (ctx: MailContext, url: string, providers?: string[]) => RenderedEmail
+}>
 type LinkKind = keyof typeof WITH_LINK
 const hasLink = (kind: string): kind is LinkKind => Object.hasOwn(WITH_LINK, kind)
 
@@ -58,8 +67,11 @@ async function queueWithLink (tx: Kysely<Database>, ctx: OutboxContext, user: Re
   await queueEmail(tx, { userId: user.id, kind, recipient: user.email, subject, text: null, html: null, linkNonce: nonce })
 }
 
-const queueRendered = (tx: Kysely<Database>, user: { id: string }, recipient: string, email: RenderedEmail) =>
-  queueEmail(tx, { userId: user.id, kind: email.kind, recipient, subject: email.subject, text: email.text, html: email.html, linkNonce: null })
+/** `heldForMs`: past the inbox's cap, a notice held this long, then sent in a digest with the others held for `recipient`. */
+const queueRendered = (tx: Kysely<Database>, user: { id: string }, recipient: string, email: RenderedEmail, heldForMs?: number) =>
+  queueEmail(tx, {
+    userId: user.id, kind: email.kind, recipient, subject: email.subject, text: email.text, html: email.html, linkNonce: null, ...(heldForMs !== undefined && { digestInMs: heldForMs })
+  })
 
 /**
  * The account emails, queued on one database handle: a transaction (mail/queue.ts opens it)
@@ -97,33 +109,47 @@ export class Outbox {
    * with the same work either way (one statement after the same computation).
    */
   async passwordResetIfAccount (email: string): Promise<void> {
-    const { nonce, hash, subject } = newLink(this.#ctx, 'password_reset')
-    await queueTokenEmailIfAccount(this.#db, email,
-      { hash, purpose: WITH_LINK.password_reset.purpose, ttlMs: WITH_LINK.password_reset.ttlMs },
-      { kind: 'password_reset', subject, linkNonce: nonce })
+    await this.#linkIfAccount(email, 'password_reset')
+  }
+
+  /** The link that lets a device past its account's sign-in lock, if `email` is an account's: like passwordResetIfAccount. */
+  async deviceLinkIfAccount (email: string): Promise<void> {
+    await this.#linkIfAccount(email, 'device_link')
+  }
+
+  async #linkIfAccount (email: string, kind: 'password_reset' | 'device_link'): Promise<void> {
+    const { nonce, hash, subject } = newLink(this.#ctx, kind)
+    await queueTokenEmailIfAccount(this.#db, email, { hash, purpose: WITH_LINK[kind].purpose, ttlMs: WITH_LINK[kind].ttlMs }, { kind, subject, linkNonce: nonce })
     this.#queued++
   }
 
-  async passwordChanged (user: Recipient): Promise<void> {
-    await queueRendered(this.#db, user, user.email, passwordChangedEmail(this.#ctx))
+  /** `providers`: ids of the identity providers still linked, named in it. The notices below take `heldForMs` (queueRendered). */
+  async passwordChanged (user: Recipient, providers: string[] = [], heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, user.email, passwordChangedEmail(this.#ctx, providers), heldForMs)
     this.#queued++
   }
 
   /** After sign-up through a provider that verified the address: a welcome without a link. */
-  async welcomeVerified (user: Recipient, provider: string): Promise<void> {
-    await queueRendered(this.#db, user, user.email, welcomeVerifiedEmail(this.#ctx, provider))
+  async welcomeVerified (user: Recipient, provider: string, heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, user.email, welcomeVerifiedEmail(this.#ctx, provider), heldForMs)
     this.#queued++
   }
 
   /** A security notice: `what` (a provider's sign-in, later a second factor, a passkey, an API key) was added or removed. */
-  async signInMethod (user: Recipient, change: 'added' | 'removed', what: string): Promise<void> {
-    await queueRendered(this.#db, user, user.email, signInMethodEmail(this.#ctx, change, what))
+  async signInMethod (user: Recipient, change: 'added' | 'removed', what: string, heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, user.email, signInMethodEmail(this.#ctx, change, what), heldForMs)
     this.#queued++
   }
 
-  /** To the old address: the account now uses `newEmail`. */
-  async emailChanged (user: { id: string }, oldEmail: string, newEmail: string): Promise<void> {
-    await queueRendered(this.#db, user, oldEmail, emailChangedEmail(this.#ctx, newEmail))
+  /** To the old address, once `newEmail` confirmed the change; `removed`: providers unlinked by it. */
+  async emailChanged (user: { id: string }, oldEmail: string, newEmail: string, removed: string[] = [], heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, oldEmail, emailChangedEmail(this.#ctx, newEmail, removed), heldForMs)
+    this.#queued++
+  }
+
+  /** To the account's address: a change to `newEmail` waits for that address to confirm it. */
+  async emailChangeRequested (user: Recipient, newEmail: string, heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, user.email, emailChangeRequestedEmail(this.#ctx, newEmail), heldForMs)
     this.#queued++
   }
 }
@@ -140,16 +166,25 @@ export interface ComposedEmail {
 /**
  * The message to send for a claimed row: its link rendered now, from its nonce. Undefined
  * when the link would not work (used, expired, superseded, or the secret changed since it
- * was queued): such a message is not worth sending.
+ * was queued): such a message is not worth sending. Held notices (`digest`) claimed together
+ * for one address are sent as one digest.
  */
-export async function composeForSending (db: Kysely<Database>, ctx: OutboxContext, email: ClaimedEmail): Promise<ComposedEmail | undefined> {
+export async function composeForSending (db: Kysely<Database>, ctx: OutboxContext, email: ClaimedEmail, heldWithIt: ClaimedEmail[] = []): Promise<ComposedEmail | undefined> {
+  if (email.digest) {
+    const notices = [email, ...heldWithIt].map((held) => ({ subject: held.subject, text: held.text ?? '' }))
+    const { subject, text, html } = securityDigestEmail(ctx, notices)
+    return { recipient: email.recipient, subject, text, html, link: null }
+  }
   if (email.linkNonce === null) {
     return { recipient: email.recipient, subject: email.subject, text: email.text ?? '', html: email.html ?? '', link: null }
   }
   if (!hasLink(email.kind)) return undefined
   const { purpose, page, render } = WITH_LINK[email.kind]
   const token = tokenFor(ctx, email.linkNonce)
-  if (await findUserForEmailToken(db, hashToken(token), purpose) === undefined) return undefined
-  const { subject, text, html, link } = render(ctx, tokenLink(ctx, page, token))
+  const user = await findUserForEmailToken(db, hashToken(token), purpose)
+  if (user === undefined) return undefined
+  // A reset names the ways in it keeps, read now: an owner sees one that is not theirs.
+  const providers = purpose === 'password_reset' ? await linkedProviders(db, user.id, true) : undefined
+  const { subject, text, html, link } = render(ctx, tokenLink(ctx, page, token), providers)
   return { recipient: email.recipient, subject, text, html, link }
 }

@@ -8,7 +8,7 @@
 // No Fastify inside: the transport is a function, and a test calls runOnce() to send what is due.
 import { randomInt } from 'node:crypto'
 import type { Kysely } from 'kysely'
-import { claimDueEmails, markEmailFailed, markEmailSent, msUntilNextEmailDue, scheduleEmailRetry, type ClaimedEmail } from '../db/email-outbox.js'
+import { claimDueEmails, claimHeldWith, markEmailFailed, markEmailSent, msUntilNextEmailDue, scheduleEmailRetry, type ClaimedEmail } from '../db/email-outbox.js'
 import type { Database } from '../db/types.js'
 import { PeriodicJob, type BackgroundJob, type Logger, type PassSignals } from '../jobs/scheduler.js'
 import { composeForSending, type ComposedEmail, type OutboxContext } from './outbox.js'
@@ -111,24 +111,33 @@ export class MailSender implements BackgroundJob {
     for (;;) {
       const [email] = await claimDueEmails(db, 1, LEASE_MS)
       if (email === undefined) break
-      await this.#sendOne(deliver, email, signals.abort)
+      // A held notice goes out with the others held for its address: one digest, one send.
+      const heldWithIt = email.digest ? await claimHeldWith(db, email, LEASE_MS) : []
+      await this.#sendOne(deliver, email, heldWithIt, signals.abort)
       if (signals.stopping.aborted) return pollIntervalMs
     }
     const due = await msUntilNextEmailDue(db)
     return due === undefined ? pollIntervalMs : Math.min(pollIntervalMs, Math.max(MIN_WAIT_MS, due))
   }
 
-  async #sendOne (deliver: Deliver, email: ClaimedEmail, shutdown: AbortSignal): Promise<void> {
-    const { db, context, log, giveUpMs, retryBaseMs } = this.#options
+  /** Sends `email` (with the held notices claimed with it, as one digest) and records the outcome on each of their rows. */
+  async #sendOne (deliver: Deliver, email: ClaimedEmail, heldWithIt: ClaimedEmail[], shutdown: AbortSignal): Promise<void> {
+    const { context, log, giveUpMs, retryBaseMs } = this.#options
+    const rows = [email, ...heldWithIt]
+    const outcome = {
+      failed: (error: string, ifNoneBefore?: boolean) => Promise.all(rows.map((row) => markEmailFailed(this.#options.db, row.id, error, ifNoneBefore))),
+      retry: (delayMs: number, error: string) => Promise.all(rows.map((row) => scheduleEmailRetry(this.#options.db, row.id, delayMs, error))),
+      sent: () => Promise.all(rows.map((row) => markEmailSent(this.#options.db, row.id)))
+    }
     // Queued too long ago (mail was off, or the server was down): its links have expired.
     if (Date.now() - Date.parse(email.createdAt) >= giveUpMs) {
-      await markEmailFailed(db, email.id, 'not sent within EMAIL_GIVE_UP_MS', true)
+      await outcome.failed('not sent within EMAIL_GIVE_UP_MS', true)
       log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email given up')
       return
     }
-    const composed = await composeForSending(db, context, email)
+    const composed = await composeForSending(this.#options.db, context, email, heldWithIt)
     if (composed === undefined) {
-      await markEmailFailed(db, email.id, 'not sent: its link no longer works (used, expired, superseded, or AUTH_JWT_SECRET changed)')
+      await outcome.failed('not sent: its link no longer works (used, expired, superseded, or AUTH_JWT_SECRET changed)')
       log.warn({ emailId: email.id, kind: email.kind }, 'email dropped: its link no longer works')
       return
     }
@@ -137,23 +146,23 @@ export class MailSender implements BackgroundJob {
     } catch (err) {
       const error = this.#clip(String((err as Error).message ?? err))
       if (shutdown.aborted) {
-        await scheduleEmailRetry(db, email.id, 0, 'interrupted by shutdown')
+        await outcome.retry(0, 'interrupted by shutdown')
         log.info({ emailId: email.id, kind: email.kind }, 'email send interrupted by shutdown: left for the next sender')
         return
       }
       const age = Date.now() - Date.parse(email.createdAt)
       if (isPermanent(err) || age >= giveUpMs) {
-        await markEmailFailed(db, email.id, error)
+        await outcome.failed(error)
         log.error({ emailId: email.id, kind: email.kind, attempts: email.attempts, err }, 'email given up')
         return
       }
       const delay = Math.min(retryBaseMs * 2 ** Math.min(email.attempts - 1, 30), MAX_RETRY_DELAY_MS)
-      await scheduleEmailRetry(db, email.id, delay, error)
+      await outcome.retry(delay, error)
       log.warn({ emailId: email.id, kind: email.kind, attempts: email.attempts, retryInMs: delay, err }, 'email not sent: will retry')
       return
     }
-    await markEmailSent(db, email.id)
-    log.info({ emailId: email.id, kind: email.kind, attempts: email.attempts }, 'email sent')
+    await outcome.sent()
+    log.info({ emailId: email.id, kind: email.digest ? 'security_digest' : email.kind, attempts: email.attempts, ...(email.digest && { notices: rows.length }) }, 'email sent')
   }
 
   #clip (text: string): string {

@@ -8,14 +8,17 @@ import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreference
 import { ExchangeBody, Identity, IdentityList, LinkStarted, ProviderList } from '../schemas/identities.js'
 import { OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod } from '../schemas/sessions.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
-import { AuthResponse, EmailAddress, ForgotPasswordBody, LoginBody, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody, User, UserResponse, VerifyEmailBody } from '../schemas/users.js'
+import {
+  AuthResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
+  TrustDeviceBody, User, UserResponse, VerifyEmailBody
+} from '../schemas/users.js'
 
 // Referenced ones before those that reference them, as ajv resolves them when added.
 export const SHARED_SCHEMAS = [
   ErrorCode, ErrorResponse,
   TaskStatus, Task, TaskResponse, TaskList, CreateTaskBody, UpdateTaskBody,
-  EmailAddress, User, UserResponse, AuthResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
-  ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody,
+  EmailAddress, User, UserResponse, AuthResponse, Profile, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
+  ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody, DeviceLinkBody, TrustDeviceBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
   SessionMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded,

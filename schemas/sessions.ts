@@ -31,12 +31,15 @@ export const SessionParams = Type.Object({
 }, { additionalProperties: false })
 
 export const SecurityEventType = Type.Enum([
-  'sign-in', 'sign-in-failed', 'signed-out', 'session-ended', 'other-sessions-ended', 'password-changed', 'email-changed',
-  'identity-linked', 'identity-unlinked'
+  'sign-in', 'sign-in-failed', 'signed-out', 'session-ended', 'other-sessions-ended', 'password-changed', 'email-change-requested', 'email-changed',
+  'identity-linked', 'identity-unlinked', 'device-trusted'
 ], {
   $id: 'SecurityEventType',
   type: 'string',
-  description: 'What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure\'s'
+  description: 'What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure\'s. ' +
+    '`email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method ' +
+    '`email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device ' +
+    'followed the emailed link past a sign-in lock'
 })
 
 export const SecurityEvent = Type.Object({

@@ -100,6 +100,16 @@ export const VerifyEmailBody = Type.Object({
 }, { $id: 'VerifyEmailBody', additionalProperties: false })
 export type VerifyEmailBody = Static<typeof VerifyEmailBody>
 
+export const DeviceLinkBody = Type.Object({
+  email: Email()
+}, { $id: 'DeviceLinkBody', additionalProperties: false })
+export type DeviceLinkBody = Static<typeof DeviceLinkBody>
+
+export const TrustDeviceBody = Type.Object({
+  token: { ...EmailLinkToken, description: 'The `token` query parameter of the emailed sign-in link (APP_URL/trust-device?token=…)' }
+}, { $id: 'TrustDeviceBody', additionalProperties: false })
+export type TrustDeviceBody = Static<typeof TrustDeviceBody>
+
 export const AuthResponse = Type.Object({
   success: Type.Literal(true),
   token: Type.String({ description: 'JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token`' }),
@@ -122,8 +132,15 @@ export type ProfileUpdateBody = Static<typeof ProfileUpdateBody>
 
 export const UserResponse = Success(ref(User), { $id: 'UserResponse' })
 
+/** The user object of the profile routes: the user, and the address an email change waits to have confirmed. */
+export const Profile = Type.Object({
+  ...User.properties,
+  pendingEmail: Nullable(Type.String(), 'A new address waiting for its confirmation (the link sent to it): until then `email` signs in and receives mail; null when none')
+}, { $id: 'Profile', description: 'The public user object, with an email change waiting for confirmation' })
+export type Profile = Static<typeof Profile>
+
 export const ProfileResponse = Type.Object({
   success: Type.Literal(true),
-  data: ref(User),
+  data: ref(Profile),
   token: Type.Optional(Type.String({ description: 'A fresh token, present after a password change (older tokens are revoked)' }))
 }, { $id: 'ProfileResponse' })

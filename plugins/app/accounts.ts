@@ -15,7 +15,7 @@ export default fp(async function accounts (fastify) {
     db: fastify.db,
     passwords: fastify.passwords,
     limits: fastify.signInLimits,
-    mail: outboxMail(fastify.mail),
+    mail: outboxMail(fastify.mail, fastify.signInLimits.admitInbox),
     sessions: fastify.sessions
   }))
 }, { name: 'accounts', dependencies: ['db', 'passwords', 'sign-in-limits', 'mailer', 'sessions'] })

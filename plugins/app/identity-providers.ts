@@ -27,7 +27,7 @@ export default fp(async function identityProviders (fastify) {
   fastify.decorate('providerSignIn', providerSignIn({
     db,
     providers: config.identityProviders.map((settings) => openIdProvider(settings)),
-    mail: outboxMail(fastify.mail),
+    mail: outboxMail(fastify.mail, fastify.signInLimits.admitInbox),
     limits: fastify.signInLimits,
     apiUrl: config.http.apiUrl,
     appUrl: config.http.appUrl,

@@ -29,7 +29,12 @@ export function productName (from: string): string {
 
 export default fp(async function mailer (fastify) {
   const { config, db, log } = fastify
-  const context: OutboxContext = { appUrl: config.http.appUrl, product: productName(config.email.from), linkKey: linkKeyFrom(config.auth.jwtSecret) }
+  const context: OutboxContext = {
+    appUrl: config.http.appUrl,
+    product: productName(config.email.from),
+    linkKey: linkKeyFrom(config.auth.jwtSecret),
+    providerNames: new Map(config.identityProviders.map(({ id, name }) => [id, name]))
+  }
 
   // A database that does not answer leaves the last value: its own gauges tell that story.
   fastify.metrics.gauge({

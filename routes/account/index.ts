@@ -1,12 +1,12 @@
 // The caller's profile, and account deletion; sessions and security events in ./sessions.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { deleteUser, toUser } from '../../db/users.js'
+import { deleteUser, findPendingEmail, toProfile } from '../../db/users.js'
 import { clientOf } from '../../plugins/app/sign-in-limits.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
-import { assertPasswordFits, ProfileResponse, ProfileUpdateBody, UserResponse } from '../../schemas/users.js'
+import { assertPasswordFits, ProfileResponse, ProfileUpdateBody } from '../../schemas/users.js'
 import identities from './identities.js'
 import sessions from './sessions.js'
 
@@ -30,9 +30,10 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['account'],
       operationId: 'getProfile',
       summary: 'The caller\'s profile',
-      response: { 200: ref(UserResponse) }
+      description: 'The user object, and `pendingEmail`: a new address waiting for its confirmation (null when none).',
+      response: { 200: ref(ProfileResponse) }
     }
-  }, async (request) => ({ success: true as const, data: toUser(request.user) }))
+  }, async (request) => ({ success: true as const, data: toProfile(request.user, await findPendingEmail(db, request.user.id)) }))
 
   const updateProfile = {
     tags: ['account'],
@@ -40,17 +41,20 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     description: 'A password change needs `currentPassword` and `newPassword` together; it revokes every older token and returns a fresh `token`. ' +
       'A new email needs `currentPassword` too (400 `CURRENT_PASSWORD_REQUIRED` without it), so a stolen token alone cannot move the account to another inbox. ' +
       'Checking `currentPassword` is limited like sign-in (429); a wrong one is 400 `INVALID_CURRENT_PASSWORD`. Of two concurrent password changes one wins and the other is a 409 `PASSWORD_CHANGE_CONFLICT`. ' +
-      'A password change queues a notice email. A new email clears `emailVerified` and queues a verification email to it and a notice to the old address. ' +
+      'A password change queues a notice email. A new email takes effect only when that address confirms it: the answer keeps `email` and shows the new ' +
+      'address as `pendingEmail`; a verification link goes to the new address (APP_URL/verify-email?token=…, POST /auth/email/verify applies the change ' +
+      'and marks it verified) and a notice to the current one, which keeps signing in until then. A later change replaces a waiting one; the current ' +
+      'address again cancels it, and so does a password reset. A taken address is 409 `EMAIL_TAKEN`. ' +
       'PUT is the same partial update as PATCH (the origin web client edits the name with PUT).',
     body: ref(ProfileUpdateBody),
     response: { 200: ref(ProfileResponse), ...errorResponses(409) }
   }
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
-    const { user, deviceCookie, passwordChanged } = await accounts.changeProfile(clientOf(request), request.user, parseProfileChange(request.body))
+    const { user, pendingEmail, deviceCookie, passwordChanged } = await accounts.changeProfile(clientOf(request), request.user, parseProfileChange(request.body))
     // The auth cookie first: clients that read one Set-Cookie find the token.
     const token = passwordChanged ? await fastify.signIn(reply, user, { method: 'password', client: clientOf(request) }) : undefined
     if (deviceCookie !== undefined) fastify.rememberDevice(reply, deviceCookie)
-    return { success: true as const, data: toUser(user), ...(token !== undefined && { token }) }
+    return { success: true as const, data: toProfile(user, pendingEmail), ...(token !== undefined && { token }) }
   }
   fastify.patch('/profile', { schema: { ...updateProfile, operationId: 'updateProfile' } }, profileHandler)
   fastify.put('/profile', { schema: { ...updateProfile, operationId: 'replaceProfile' } }, profileHandler)

@@ -43,7 +43,9 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Unknown email and wrong password get the same 401 after the same work. Sets the `auth_token` cookie and a ' +
         '`sign_in_device` cookie that marks this device as one that signed in to the account. ' +
         'AUTH_RATE_LIMIT_MAX attempts per window per client address (an IPv6 /64); an account with that many failed sign-ins ' +
-        'from all clients together is locked (429) for the rest of the window, except on the devices that signed in to it before.',
+        'from all clients together is locked (429 `ACCOUNT_LOCKED`) for the rest of the window, except on the devices that signed in to it before, ' +
+        'and on a device that followed the link POST /auth/device-link emails to the account\'s address. Successful password checks count per ' +
+        'account too: past AUTH_RATE_LIMIT_MAX in a window, 429 `RATE_LIMITED`.',
       body: ref(LoginBody),
       response: { 200: ref(AuthResponse), ...errorResponses(401) }
     }

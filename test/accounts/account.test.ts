@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
+import { sql } from 'kysely'
 import { json, registerUser, sharedApp, type TestUser, uniqueEmail } from '../support/helper.js'
 
 const app = await sharedApp()
@@ -26,6 +27,12 @@ async function storedPublicUser (id: string) {
     createdAt: row.created_at,
     updatedAt: row.updated_at
   }
+}
+
+/** The profile routes' object: the public user and the address a change waits for. */
+async function storedProfile (id: string) {
+  const { pending } = await app.db.selectFrom('users').select(sql<string | null>`pending_email`.as('pending')).where('id', '=', id).executeTakeFirstOrThrow()
+  return { ...await storedPublicUser(id), pendingEmail: pending }
 }
 
 const patchProfile = (user: TestUser, payload: Record<string, unknown>) =>
@@ -59,8 +66,9 @@ t.test('GET /account/profile returns the public user, never the password', async
   const res = await app.inject({ method: 'GET', url: '/account/profile', headers: alice.auth })
   t.equal(res.statusCode, 200)
   const body = json(res)
-  t.same(body, { success: true, data: await storedPublicUser(alice.id) })
-  t.same(Object.keys(body.data).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'updatedAt'])
+  t.same(body, { success: true, data: await storedProfile(alice.id) })
+  t.same(Object.keys(body.data).sort(), ['createdAt', 'email', 'emailVerified', 'id', 'image', 'name', 'pendingEmail', 'updatedAt'])
+  t.equal(body.data.pendingEmail, null, 'no email change waiting')
   t.notOk('password' in body.data)
   t.notMatch(res.body, /\$2[aby]\$/, 'no bcrypt hash anywhere in the body')
   t.equal(body.data.email, alice.email)
@@ -73,7 +81,7 @@ t.test('PATCH /account/profile changes name and image', async (t) => {
   const stored = await userRow(app.db, alice.id)
   t.equal(stored.name, 'Alice Liddell')
   t.equal(stored.image, 'https://cdn.example.com/alice.png')
-  t.same(json(res), { success: true, data: await storedPublicUser(alice.id) })
+  t.same(json(res), { success: true, data: await storedProfile(alice.id) })
   t.notOk('token' in json(res), 'no token without a password change')
 
   const http = await patchProfile(alice, { image: 'http://example.com/a.jpg' })
@@ -89,7 +97,7 @@ t.test('PUT /account/profile is the same partial update (the origin client edits
   const user = await registerUser(app, { name: 'Before' })
   const res = await app.inject({ method: 'PUT', url: '/account/profile', headers: user.auth, payload: { name: 'After' } })
   t.equal(res.statusCode, 200)
-  t.same(json(res), { success: true, data: await storedPublicUser(user.id) })
+  t.same(json(res), { success: true, data: await storedProfile(user.id) })
   t.equal(json(res).data.name, 'After')
   t.equal((await userRow(app.db, user.id)).email, user.email, 'fields not sent are kept')
   const refused = await app.inject({ method: 'PUT', url: '/account/profile', headers: user.auth, payload: { name: 'x', plan: 'pro' } })
@@ -107,21 +115,22 @@ t.test('PATCH /account/profile refuses an image that is not an http(s) URL', asy
   t.equal((await userRow(app.db, alice.id)).image, 'http://example.com/a.jpg', 'stored image unchanged')
 })
 
-t.test('PATCH /account/profile stores the email trimmed and lower-cased', async (t) => {
+// The whole change, through the link the new address receives: test/accounts/email-change.test.ts.
+t.test('PATCH /account/profile: a new email waits, trimmed and lower-cased, for its confirmation', async (t) => {
   const fresh = uniqueEmail('alice')
   const res = await patchProfile(alice, { email: `  ${fresh.toUpperCase()} `, currentPassword: alice.password })
   t.equal(res.statusCode, 200)
-  t.equal(json(res).data.email, fresh)
-  t.equal((await userRow(app.db, alice.id)).email, fresh)
-  alice.email = fresh
+  t.same(json(res), { success: true, data: await storedProfile(alice.id) })
+  t.equal(json(res).data.email, alice.email, 'the address that signs in is unchanged')
+  t.equal(json(res).data.pendingEmail, fresh, 'the new one waits for its confirmation')
+  t.equal((await userRow(app.db, alice.id)).email, alice.email)
+  t.equal((await login(alice.email, alice.password)).statusCode, 200, 'the current address keeps signing in')
+  t.equal((await login(fresh, alice.password)).statusCode, 401, 'the new one does not yet')
+  t.equal(json(await app.inject({ method: 'GET', url: '/account/profile', headers: alice.auth })).data.pendingEmail, fresh, 'the profile shows it')
 
-  const ownInOtherCase = await patchProfile(alice, { email: fresh.toUpperCase() })
+  const ownInOtherCase = await patchProfile(alice, { email: alice.email.toUpperCase() })
   t.equal(ownInOtherCase.statusCode, 200, 'one\'s own address in another case is not a conflict, nor a change that needs the password')
-  t.equal(json(ownInOtherCase).data.email, fresh)
-
-  const signedIn = await login(fresh.toUpperCase(), alice.password)
-  t.equal(signedIn.statusCode, 200, 'the new address signs in')
-  t.equal(json(signedIn).user.id, alice.id)
+  t.match(json(ownInOtherCase).data, { email: alice.email, pendingEmail: null }, 'and it drops the change waiting')
 })
 
 t.test('PATCH /account/profile: an email of another user, in any case, is 409', async (t) => {
@@ -204,8 +213,8 @@ t.test('PATCH /account/profile: a new email needs the current password; a token 
   t.equal(await outboxOf(), queued, 'a reset asked for the attacker\'s address reaches no one of this account')
 
   const moved = await patchProfile(victim, { email: attacker, currentPassword: 'the victim knows this' })
-  t.equal(moved.statusCode, 200, 'the owner, with the password, changes it')
-  t.equal(json(moved).data.email, attacker)
+  t.equal(moved.statusCode, 200, 'the owner, with the password, asks for it')
+  t.match(json(moved).data, { email: victim.email, pendingEmail: attacker }, 'and it waits for that address to confirm it')
   t.notOk(json(moved).token, 'no password change, no new token')
 })
 
@@ -228,7 +237,7 @@ t.test('PATCH /account/profile: a password change rotates the token', async (t) 
   const body = json(res)
   t.same(Object.keys(body).sort(), ['data', 'success', 'token'])
   t.equal(body.success, true)
-  t.same(body.data, await storedPublicUser(user.id))
+  t.same(body.data, await storedProfile(user.id))
   t.type(body.token, 'string')
   t.not(body.token, user.token, 'a fresh token')
   // Beside the device cookie a successful password check sets (accounts/limits.ts).

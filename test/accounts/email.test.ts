@@ -4,7 +4,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { sql } from 'kysely'
 import t from 'tap'
-import { build, json, registerUser, testConfig, uniqueEmail, until, type TestUser } from '../support/helper.js'
+import { build, json, registerUser, testConfig, uniqueEmail, until } from '../support/helper.js'
 import { startSmtpSink, type ReceivedMail } from '../support/smtp-sink.js'
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
@@ -18,7 +18,6 @@ const post = (url: string, payload?: Record<string, unknown>, headers: Record<st
   app.inject({ method: 'POST', url, headers, ...(payload !== undefined && { payload }) })
 const me = (token: string) => app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${token}` } })
 const login = (email: string, password: string) => post('/auth/login', { email, password })
-const changeEmail = (user: TestUser, email: string) => app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email, currentPassword: user.password } })
 const mailTo = (email: string, subject: RegExp) => sink.waitFor((m) => m.to === email && subject.test(m.subject))
 const userRow = (id: string) => app.db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirstOrThrow()
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
@@ -107,61 +106,7 @@ t.test('an unverified user asks for a fresh link; it verifies; the resend needs 
   t.match(json(verified).data.emailVerified, ISO)
 })
 
-t.test('changing the email: unverified again, a link to the new address, a notice to the old one', async (t) => {
-  const user = await registerUser(app)
-  const welcome = await mailTo(user.email, /^Welcome/)
-  t.equal((await post('/auth/email/verify', { token: welcome.token! })).statusCode, 200)
-  const pendingReset = (await forgot(user.email)).token!
-
-  const newEmail = uniqueEmail('moved')
-  const changed = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: newEmail, currentPassword: user.password } })
-  t.equal(changed.statusCode, 200)
-  t.equal(json(changed).data.email, newEmail)
-  t.equal(json(changed).data.emailVerified, null, 'a new address is not verified')
-
-  const notice = await mailTo(user.email, /^Your email address was changed/)
-  t.match(notice.text, newEmail)
-  t.equal(notice.token, undefined)
-  const verification = await mailTo(newEmail, /^Verify your email/)
-
-  const stale = await post('/auth/password/reset', { token: pendingReset, password: 'hijacked password' })
-  t.same(json(stale), RESET_INVALID, 'a reset link sent to the old address no longer works')
-  t.equal((await login(newEmail, user.password)).statusCode, 200, 'the password is unchanged')
-
-  const verified = await post('/auth/email/verify', { token: verification.token! })
-  t.equal(verified.statusCode, 200)
-  t.match(json(verified).data, { email: newEmail, emailVerified: ISO })
-
-  // Back to the first address: its old verification link was for that address, but used already.
-  const back = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email: user.email, currentPassword: user.password } })
-  t.equal(json(back).data.emailVerified, null)
-  t.same(json(await post('/auth/email/verify', { token: verification.token! })), VERIFY_INVALID, 'a link for an address the user no longer has is invalid')
-})
-
-t.test('after an email change A → B → A, the links sent to A before the change stay dead', async (t) => {
-  const user = await registerUser(app)
-  const welcome = await mailTo(user.email, /^Welcome/)
-  const reset = (await forgot(user.email)).token!
-  const elsewhere = uniqueEmail('elsewhere')
-  t.equal((await changeEmail(user, elsewhere)).statusCode, 200)
-  await mailTo(elsewhere, /^Verify your email/)
-  const back = await changeEmail(user, user.email)
-  t.equal(back.statusCode, 200)
-  t.equal(json(back).data.email, user.email)
-
-  t.same(json(await post('/auth/password/reset', { token: reset, password: 'taken over password' })), RESET_INVALID, 'the reset link sent to A before the change')
-  t.same(json(await post('/auth/email/verify', { token: welcome.token! })), VERIFY_INVALID, 'the verification link sent to A before the change')
-  t.equal((await login(user.email, user.password)).statusCode, 200, 'the password is unchanged')
-
-  // The links sent since the return to A work.
-  const fresh = await mailTo(user.email, /^Verify your email/)
-  const verified = await post('/auth/email/verify', { token: fresh.token! })
-  t.equal(verified.statusCode, 200)
-  t.match(json(verified).data, { email: user.email, emailVerified: ISO })
-  t.equal((await post('/auth/password/forgot', { email: user.email })).statusCode, 202)
-  const newReset = (await sink.waitFor((m) => m.to === user.email && /^Reset your password/.test(m.subject) && m.token !== reset)).token!
-  t.equal((await post('/auth/password/reset', { token: newReset, password: 'a new password after all' })).statusCode, 200)
-})
+// Email changes, which wait for the new address to confirm them: test/accounts/email-change.test.ts.
 
 t.test('a password change sends a notice and voids reset links sent before it', async (t) => {
   const user = await registerUser(app)

@@ -4,7 +4,7 @@ import { sql } from 'kysely'
 import t from 'tap'
 import { createDatabase } from '../../db/engine/connect.js'
 import type { Database } from '../../db/types.js'
-import { migrateToLatest } from '../../db/engine/migrate.js'
+import { createMigrator, migrateToLatest } from '../../db/engine/migrate.js'
 import { testDatabaseEnv } from '../support/helper.js'
 
 const env = await testDatabaseEnv(t)
@@ -70,4 +70,24 @@ t.test('the schema enforces what the service relies on', async (t) => {
   await t.rejects(db.insertInto('users').values({ ...newUser('upper'), email: 'UPPER@example.com' }).execute(), { code: '23514' }, 'emails are stored lower-cased')
   await t.rejects(db.insertInto('tasks').values({ user_id: user.id, title: 'x', status: 'done' as 'todo', updated_at: new Date() }).execute(), 'task_status enum')
   await t.rejects(db.insertInto('tasks').values({ user_id: 'nobody', title: 'x', updated_at: new Date() }).execute(), { code: '23503' }, 'tasks need an owner')
+})
+
+t.test('the pending-email migration records an identity\'s address only where the account has not left it since the link', async (t) => {
+  const down = await createMigrator(db).migrateDown()
+  t.equal(down.results?.[0]?.migrationName, '2026-11-28T00-00-00_pending-email-device-links', 'back to before it')
+  const linked = async (label: string, changedAfterLink: boolean) => {
+    const user = newUser(label)
+    await db.insertInto('users').values(user).execute()
+    await sql`insert into user_identities (id, user_id, provider, issuer, subject, created_at) values (${randomUUID()}, ${user.id}, 'test', 'https://idp.example', ${randomUUID()}, now() - interval '1 hour')`.execute(db)
+    // As the code before it did: an email change applied at once, unconfirmed.
+    if (changedAfterLink) await sql`update users set email = ${`moved-${user.email}`}, email_changed_at = now() where id = ${user.id}`.execute(db)
+    return user.id
+  }
+  const [kept, moved] = [await linked('kept', false), await linked('moved', true)]
+  await migrateToLatest(db)
+  const rows = await db.selectFrom('user_identities').innerJoin('users', 'users.id', 'user_identities.user_id')
+    .select(['users.id', 'users.email', 'user_identities.account_email']).where('users.id', 'in', [kept, moved]).execute()
+  t.match(rows.find((r) => r.id === kept), { account_email: String }, 'linked under the address it still has: recorded')
+  t.equal(rows.find((r) => r.id === kept)?.account_email, rows.find((r) => r.id === kept)?.email)
+  t.equal(rows.find((r) => r.id === moved)?.account_email, null, 'the address changed since: none, so the next reset removes it')
 })

@@ -22,6 +22,8 @@ const expected: Array<[string, string, 'public' | 'protected']> = [
   ['post', '/auth/password/reset', 'public'],
   ['post', '/auth/email/verify', 'public'],
   ['post', '/auth/email/verification', 'protected'],
+  ['post', '/auth/device-link', 'public'],
+  ['post', '/auth/device-link/confirm', 'public'],
   ['get', '/account/profile', 'protected'],
   ['patch', '/account/profile', 'protected'],
   ['put', '/account/profile', 'protected'],
