@@ -2,7 +2,7 @@
 // change that causes the message). The sender (mail/sender.ts) claims a due row with a lease
 // (FOR UPDATE SKIP LOCKED, so concurrent senders never take the same row), sends outside any
 // transaction, then records the outcome here.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type SelectQueryBuilder } from 'kysely'
 import type { Database, EmailTokenPurpose } from './types.js'
 
 export interface OutgoingEmail {
@@ -87,56 +87,8 @@ export async function queueTokenEmailIfAccount (
  * Takes up to `limit` due messages for `leaseMs`: until the lease ends no other sender takes
  * them. A sender that dies mid-send leaves its rows to be taken again once the lease ends.
  */
-export async function claimDueEmails (db: Kysely<Database>, limit: number, leaseMs: number): Promise<ClaimedEmail[]> {
-  const rows = await db.updateTable('email_outbox')
-    .set({
-      locked_until: sql`now() + ${leaseMs}::int * interval '1 millisecond'`,
-      attempts: sql`attempts + 1`
-    })
-    .where('id', 'in', (eb) => eb.selectFrom('email_outbox').select('id')
-      .where('sent_at', 'is', null)
-      .where('failed_at', 'is', null)
-      .where('next_attempt_at', '<=', sql<string>`now()`)
-      .where((w) => w.or([w('locked_until', 'is', null), w('locked_until', '<', sql<string>`now()`)]))
-      .orderBy('id')
-      .limit(limit)
-      .forUpdate()
-      .skipLocked())
-    .returning(CLAIMED)
-    .execute()
-  return rows.map(toClaimed).sort((a, b) => Number(a.id) - Number(b.id))
-}
-
-const CLAIMED = [
-  sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link_nonce', 'attempts', 'created_at', 'digest'
-] as const
-
-interface ClaimedRow {
-  id: string
-  kind: string
-  recipient: string
-  subject: string
-  text_body: string | null
-  html_body: string | null
-  link_nonce: string | null
-  attempts: number
-  created_at: string
-  digest: boolean
-}
-
-function toClaimed (row: ClaimedRow): ClaimedEmail {
-  return {
-    id: row.id,
-    kind: row.kind,
-    recipient: row.recipient,
-    subject: row.subject,
-    text: row.text_body,
-    html: row.html_body,
-    linkNonce: row.link_nonce,
-    attempts: Number(row.attempts),
-    createdAt: row.created_at,
-    digest: row.digest
-  }
+export function claimDueEmails (db: Kysely<Database>, limit: number, leaseMs: number): Promise<ClaimedEmail[]> {
+  return claim(db, leaseMs, limit, 0, (query) => query)
 }
 
 // Notices held in one hour share its end as their due time, give or take the milliseconds
@@ -147,27 +99,49 @@ const HELD_TOGETHER_MS = 5_000
  * The other held notices for `recipient` due with a digest the sender claimed (`claimed`), taken
  * for `leaseMs` like it: sent in the same digest, oldest first.
  */
-export async function claimHeldWith (db: Kysely<Database>, claimed: ClaimedEmail, leaseMs: number): Promise<ClaimedEmail[]> {
+export function claimHeldWith (db: Kysely<Database>, claimed: ClaimedEmail, leaseMs: number): Promise<ClaimedEmail[]> {
+  return claim(db, leaseMs, 100, HELD_TOGETHER_MS, (query) => query
+    .where('recipient', '=', claimed.recipient)
+    .where('digest', '=', true)
+    .where('id', '<>', sql<string>`${claimed.id}::bigint`))
+}
+
+type Unclaimed = SelectQueryBuilder<Database, 'email_outbox', { id: string }>
+
+/** Takes the rows waiting to be sent that `which` picks, due within `dueInMs`, oldest first, up to `limit`, under a lease of `leaseMs`. */
+async function claim (db: Kysely<Database>, leaseMs: number, limit: number, dueInMs: number, which: (query: Unclaimed) => Unclaimed): Promise<ClaimedEmail[]> {
   const rows = await db.updateTable('email_outbox')
     .set({
       locked_until: sql`now() + ${leaseMs}::int * interval '1 millisecond'`,
       attempts: sql`attempts + 1`
     })
-    .where('id', 'in', (eb) => eb.selectFrom('email_outbox').select('id')
-      .where('recipient', '=', claimed.recipient)
-      .where('digest', '=', true)
-      .where('id', '<>', sql<string>`${claimed.id}::bigint`)
+    .where('id', 'in', (eb) => which(eb.selectFrom('email_outbox').select('id'))
       .where('sent_at', 'is', null)
       .where('failed_at', 'is', null)
-      .where('next_attempt_at', '<=', sql<string>`now() + ${HELD_TOGETHER_MS}::int * interval '1 millisecond'`)
+      .where('next_attempt_at', '<=', sql<string>`now() + ${dueInMs}::int * interval '1 millisecond'`)
       .where((w) => w.or([w('locked_until', 'is', null), w('locked_until', '<', sql<string>`now()`)]))
       .orderBy('id')
-      .limit(100)
+      .limit(limit)
       .forUpdate()
       .skipLocked())
-    .returning(CLAIMED)
+    .returning([
+      sql<string>`id::text`.as('id'), 'kind', 'recipient', 'subject', 'text_body', 'html_body', 'link_nonce', 'attempts', 'created_at', 'digest'
+    ])
     .execute()
-  return rows.map(toClaimed).sort((a, b) => Number(a.id) - Number(b.id))
+  return rows
+    .map((row) => ({
+      id: row.id,
+      kind: row.kind,
+      recipient: row.recipient,
+      subject: row.subject,
+      text: row.text_body,
+      html: row.html_body,
+      linkNonce: row.link_nonce,
+      attempts: Number(row.attempts),
+      createdAt: row.created_at,
+      digest: row.digest
+    }))
+    .sort((a, b) => Number(a.id) - Number(b.id))
 }
 
 /** Delivered: the bodies and the nonce are blanked. */
