@@ -3,7 +3,29 @@
 // address is the right-most X-Forwarded-For entry they did not write (config.ts,
 // TRUST_PROXY); an IPv6 client is counted by its /64, the block one subscriber gets, so
 // the 2^64 addresses of one home network are one client and not 2^64 fresh ones.
+// Also the facts about a request's client that routes hand to the accounts wing (clientOf).
 import { isIPv4, isIPv6 } from 'node:net'
+import type { FastifyRequest } from 'fastify'
+
+/** The cookie a device that signed in holds (set by plugins/app/sign-in-limits.ts, read here). */
+export const DEVICE_COOKIE = 'sign_in_device'
+
+/** Who makes a request, as far as the limits and the session records care. */
+export interface Client {
+  /** The client's address (request.ip): counted by clientKey(). */
+  address: string | undefined
+  /** The value of the `sign_in_device` cookie it presented, if any. */
+  deviceCookie: string | undefined
+  /** Its User-Agent header, cut to 512 characters: recorded with sessions and security events. */
+  userAgent?: string
+}
+
+/** The facts about a request's client that the limits read. */
+export const clientOf = (request: FastifyRequest): Client => ({
+  address: request.ip,
+  deviceCookie: request.cookies[DEVICE_COOKIE],
+  userAgent: request.headers['user-agent']?.slice(0, 512)
+})
 
 /** The eight 16-bit groups of an IPv6 address, or undefined when it is not one. */
 function ipv6Groups (address: string): number[] | undefined {

@@ -15,21 +15,12 @@
 //   run the account's password routes (and their notices) without bound;
 // - mails per inbox: EMAIL_LINK_MAX_PER_HOUR of every kind the account routes send, after which
 //   links are not sent (the request is answered as always) and notices wait for a digest.
-// No Fastify here: the client is its address and the device cookie it presented; where the
-// counts live (memory, Redis) is the caller's Counters (plugins/app/sign-in-limits.ts).
+// No Fastify here: the client is its address and the device cookie it presented (Client,
+// client-address.ts); where the counts live (memory, Redis) is the caller's Counters
+// (plugins/app/sign-in-limits.ts).
 import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto'
-import { clientKey } from '../client-address.js'
+import { clientKey, type Client } from '../client-address.js'
 import { accountLocked, rateLimited } from '../errors.js'
-
-/** Who makes a request, as far as the limits care. */
-export interface Client {
-  /** The client's address (request.ip): counted by clientKey(). */
-  address: string | undefined
-  /** The value of the `sign_in_device` cookie it presented, if any. */
-  deviceCookie: string | undefined
-  /** Its User-Agent header, cut to 512 characters: recorded with sessions and security events. */
-  userAgent?: string
-}
 
 /** The client as sessions and security events record it: address and User-Agent, bounded as their columns are. */
 export const recordedClient = (client: Client): { address: string | null, userAgent: string | null } =>

@@ -6,6 +6,7 @@
 // No Fastify here: the routes carry cookies and redirects.
 import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto'
 import type { Kysely } from 'kysely'
+import type { Client } from '../client-address.js'
 import {
   createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, listIdentities, lockUserSignInMethods, takeFlow, takeSignInCode
 } from '../db/identities.js'
@@ -20,7 +21,7 @@ import {
 } from '../errors.js'
 import { isAcceptableEmail } from '../schemas/users.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
-import { recordedClient, type Client, type SignInLimits } from './limits.js'
+import { recordedClient, type SignInLimits } from './limits.js'
 import type { AccountMail } from './mail.js'
 import type { PresentedToken } from './sessions.js'
 

@@ -6,6 +6,7 @@
 // route signs in (the token, the device cookie) and answers.
 import { randomUUID } from 'node:crypto'
 import type { Kysely } from 'kysely'
+import type { Client } from '../client-address.js'
 import { consumeEmailToken, findUserForEmailToken, voidEmailTokens } from '../db/email-tokens.js'
 import { linkedProviders, removeIdentitiesLinkedElsewhere, voidSignInState } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
@@ -20,7 +21,7 @@ import {
 } from '../errors.js'
 import { hashToken } from '../mail/outbox.js'
 import type { Passwords } from '../plugins/app/passwords.js'
-import { recordedClient, type Attempt, type Client, type SignInLimits } from './limits.js'
+import { recordedClient, type Attempt, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
 import type { Sessions } from './sessions.js'
 

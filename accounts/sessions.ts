@@ -4,13 +4,14 @@
 // query that loads the user, so an ended session is refused at once by every instance.
 // No Fastify here: the client comes in as plain facts.
 import type { Kysely } from 'kysely'
+import type { Client } from '../client-address.js'
 import { listSecurityEvents, recordFailedSignIn, recordSecurityEvent } from '../db/security-events.js'
 import { voidSignInState } from '../db/identities.js'
 import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions } from '../db/sessions.js'
 import { revokeToken } from '../db/revoked-tokens.js'
 import type { Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
 import { SessionNotFoundError, UnauthorizedError } from '../errors.js'
-import { recordedClient, type Client } from './limits.js'
+import { recordedClient } from './limits.js'
 
 /** The most sessions a list shows (a user has far fewer live ones). */
 export const MAX_LISTED_SESSIONS = 100

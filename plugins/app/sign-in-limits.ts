@@ -1,13 +1,14 @@
 // The sign-in limits of accounts/limits.ts, with their counters where this deployment keeps
 // them: with REDIS_URL shared by every instance (a Redis outage lets requests through, like
-// the global limit); otherwise in memory, bounded in number. Also the device cookie those
-// limits hand out, and the client facts they read from a request.
+// the global limit); otherwise in memory, bounded in number. Also sets the device cookie those
+// limits hand out (read back with the other client facts by clientOf, client-address.ts).
 // @fastify/rate-limit counts every request it sees and cannot read a counter without
 // counting, which a failures-only policy needs: hence these few counters of our own.
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyReply } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Redis } from 'ioredis'
-import { deviceKeyFrom, memoryCounters, signInLimits, type Client, type Counters, type SignInLimits } from '../../accounts/limits.js'
+import { deviceKeyFrom, memoryCounters, signInLimits, type Counters, type SignInLimits } from '../../accounts/limits.js'
+import { DEVICE_COOKIE } from '../../client-address.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,16 +18,8 @@ declare module 'fastify' {
   }
 }
 
-export const DEVICE_COOKIE = 'sign_in_device'
 // A device stays known for as long as a person keeps using it; it is renewed at every sign-in.
 const DEVICE_COOKIE_MAX_AGE_SECONDS = 180 * 24 * 60 * 60
-
-/** The facts about a request's client that the limits read. */
-export const clientOf = (request: FastifyRequest): Client => ({
-  address: request.ip,
-  deviceCookie: request.cookies[DEVICE_COOKIE],
-  userAgent: request.headers['user-agent']?.slice(0, 512)
-})
 
 const INCREMENT = `local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end

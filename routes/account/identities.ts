@@ -2,7 +2,7 @@
 // Registered by routes/account/index.ts (under /account).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { IdentityRow } from '../../db/types.js'
-import { clientOf } from '../../plugins/app/sign-in-limits.js'
+import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { IdentityList, IdentityParams, LinkParams, LinkStarted, StartQuery, type Identity } from '../../schemas/identities.js'
 import { ServiceUnavailableError } from '../../errors.js'

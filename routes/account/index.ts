@@ -1,7 +1,7 @@
 // The caller's profile, and account deletion; sessions and security events in ./sessions.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { deleteUser, findPendingEmail, toProfile } from '../../db/users.js'
-import { clientOf } from '../../plugins/app/sign-in-limits.js'
+import { clientOf } from '../../client-address.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'

@@ -2,7 +2,7 @@
 // routes/account/index.ts (under /account); the work is the sessions service's.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { SecurityEventRow, SessionRow } from '../../db/types.js'
-import { clientOf } from '../../plugins/app/sign-in-limits.js'
+import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { SecurityEventList, SecurityEventsQuery, SessionList, SessionParams, type SecurityEvent, type Session } from '../../schemas/sessions.js'
 

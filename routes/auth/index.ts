@@ -1,7 +1,7 @@
 // Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
-import { clientOf } from '../../plugins/app/sign-in-limits.js'
+import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'

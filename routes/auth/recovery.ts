@@ -3,7 +3,7 @@
 // the accounts service's (accounts/service.ts).
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
-import { clientOf } from '../../plugins/app/sign-in-limits.js'
+import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
 import {
   AuthResponse, DeviceLinkBody, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, TrustDeviceBody, UserResponse, VerifyEmailBody

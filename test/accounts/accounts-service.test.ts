@@ -3,7 +3,8 @@
 // wakes. The routes' tests (auth, account, rate-limits, email) remain the contract.
 import { randomUUID } from 'node:crypto'
 import t from 'tap'
-import { memoryCounters, signInLimits, deviceKeyFrom, type Client } from '../../accounts/limits.js'
+import { memoryCounters, signInLimits, deviceKeyFrom } from '../../accounts/limits.js'
+import type { Client } from '../../client-address.js'
 import { outboxMail } from '../../accounts/mail.js'
 import { MailQueue } from '../../mail/queue.js'
 import { accountService } from '../../accounts/service.js'
