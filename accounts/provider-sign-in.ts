@@ -12,7 +12,6 @@ import {
 } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import { liveSessionStart } from '../db/sessions.js'
-import { hashToken } from '../mail/outbox.js'
 import type { Database, IdentityRow, UserRow } from '../db/types.js'
 import { createUserWithPreferences, findUserByEmail, findUserById, isUniqueViolation, normalizeEmail } from '../db/users.js'
 import {
@@ -20,6 +19,7 @@ import {
   UnauthorizedError, ValidationError
 } from '../errors.js'
 import { isAcceptableEmail } from '../schemas/users.js'
+import { hashToken } from '../token-hash.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
 import { recordedClient, type SignInLimits } from './limits.js'
 import type { AccountMail } from './mail.js'

@@ -19,8 +19,8 @@ import {
   CurrentPasswordRequiredError, DeviceLinkInvalidError, EmailAlreadyVerifiedError, EmailTakenError, InvalidCredentialsError, InvalidCurrentPasswordError,
   PasswordChangeConflictError, PasswordNotSetError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
 } from '../errors.js'
-import { hashToken } from '../mail/outbox.js'
 import type { Passwords } from '../plugins/app/passwords.js'
+import { hashToken } from '../token-hash.js'
 import { recordedClient, type Attempt, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
 import type { Sessions } from './sessions.js'

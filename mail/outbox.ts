@@ -5,7 +5,7 @@
 // a random nonce, the token is HMAC-SHA-256 of it under a key derived from AUTH_JWT_SECRET
 // (32 bytes, base64url), computed again when the message is sent, and email_tokens keeps only
 // the token's SHA-256. A copy of the database without the secret rebuilds no link.
-import { createHash, createHmac, hkdfSync, randomBytes } from 'node:crypto'
+import { createHmac, hkdfSync, randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import { queueEmail, queueTokenEmailIfAccount, type ClaimedEmail } from '../db/email-outbox.js'
 import { findUserForEmailToken, insertEmailToken } from '../db/email-tokens.js'
@@ -15,6 +15,7 @@ import {
   deviceLinkEmail, emailChangedEmail, emailChangeRequestedEmail, passwordChangedEmail, passwordResetEmail, securityDigestEmail, signInMethodEmail, tokenLink,
   verificationEmail, welcomeEmail, welcomeVerifiedEmail, type MailContext, type RenderedEmail
 } from './messages.js'
+import { hashToken } from '../token-hash.js'
 
 export const RESET_TOKEN_TTL_MS = 60 * 60 * 1000
 export const VERIFICATION_TOKEN_TTL_MS = 48 * 60 * 60 * 1000
@@ -28,8 +29,6 @@ export interface OutboxContext extends MailContext {
 /** The key link tokens are derived with: apart from the JWT key, though from the same secret. */
 export const linkKeyFrom = (secret: string): Buffer =>
   Buffer.from(hkdfSync('sha256', secret, 'task-app', 'email link tokens v1', 32))
-
-export const hashToken = (token: string): string => createHash('sha256').update(token, 'utf8').digest('hex')
 
 const tokenFor = (ctx: OutboxContext, nonce: string): string => createHmac('sha256', ctx.linkKey).update(nonce, 'utf8').digest('base64url')
 
