@@ -19,7 +19,6 @@ import {
   CurrentPasswordRequiredError, DeviceLinkInvalidError, EmailAlreadyVerifiedError, EmailTakenError, InvalidCredentialsError, InvalidCurrentPasswordError,
   PasswordChangeConflictError, PasswordNotSetError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
 } from '../errors.js'
-import type { Passwords } from '../plugins/app/passwords.js'
 import { hashToken } from '../token-hash.js'
 import { recordedClient, type Attempt, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
@@ -82,6 +81,15 @@ export interface Accounts {
   requestDeviceLink: (client: Client, email: string) => Promise<void>
   /** 400 DEVICE_LINK_INVALID for a token that does not work; else the device cookie that lets this device past its account's lock. */
   trustDevice: (client: Client, token: string) => Promise<{ deviceCookie: string }>
+}
+
+/** How passwords are hashed and checked: the hashing pool of plugins/app/passwords.ts implements it. */
+export interface Passwords {
+  /** Throws BusyError (503) when the pool can take no more work: call it before any other
+   * work of a request that will hash, so a shed request costs no database round trip. */
+  admit: () => void
+  hash: (password: string) => Promise<string>
+  verify: (password: string, hash: string | undefined) => Promise<boolean>
 }
 
 export interface AccountDependencies {

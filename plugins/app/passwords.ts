@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
+import type { Passwords } from '../../accounts/service.js'
 import { BusyError } from '../../errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
@@ -15,14 +16,6 @@ const SHED_WARNING_INTERVAL_MS = 10_000
 const QUEUE_FULL = new Set(['Task queue is at limit', 'No task queue available and all Workers are busy'])
 // A valid 12-round hash of a random string nobody knows (at another cost, see dummy() below).
 const DUMMY_HASH_12 = '$2b$12$zPYEbx98NwUrVW5fAB6Y4ugPGDuDsru5qHhmXFUXVRT8ysrOEvwsS'
-
-export interface Passwords {
-  /** Throws BusyError (503) when the pool can take no more work: call it before any other
-   * work of a request that will hash, so a shed request costs no database round trip. */
-  admit: () => void
-  hash: (password: string) => Promise<string>
-  verify: (password: string, hash: string | undefined) => Promise<boolean>
-}
 
 declare module 'fastify' {
   interface FastifyInstance {

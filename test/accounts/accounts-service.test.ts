@@ -7,14 +7,13 @@ import { memoryCounters, signInLimits, deviceKeyFrom } from '../../accounts/limi
 import type { Client } from '../../client-address.js'
 import { outboxMail } from '../../accounts/mail.js'
 import { MailQueue } from '../../mail/queue.js'
-import { accountService } from '../../accounts/service.js'
+import { accountService, type Passwords } from '../../accounts/service.js'
 import { sessionService } from '../../accounts/sessions.js'
 import { createDatabase } from '../../db/engine/connect.js'
 import type { Database } from '../../db/types.js'
 import { migrateToLatest } from '../../db/engine/migrate.js'
 import { InvalidCredentialsError } from '../../errors.js'
 import { linkKeyFrom } from '../../mail/outbox.js'
-import type { Passwords } from '../../plugins/app/passwords.js'
 import { TEST_SECRET, testDatabaseEnv, uniqueEmail } from '../support/helper.js'
 
 const deviceKey = deviceKeyFrom(TEST_SECRET)
