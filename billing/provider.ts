@@ -1,6 +1,7 @@
 // The payment provider as billing/service.ts sees it: an interface of ours, in our terms (no
 // Fastify, no SDK types). billing/stripe-provider.ts implements it for Stripe; without
 // PAYMENT_SECRET_KEY the plugin (plugins/app/payments.ts) decorates UNCONFIGURED_PROVIDER.
+import type { SubscriptionTarget } from '../db/types.js'
 import { BillingNotConfiguredError } from '../errors.js'
 import type { BillingEvent, ProviderSubscription } from './rules.js'
 
@@ -10,9 +11,6 @@ export interface BillingLog {
   warn: (obj: object | string, msg?: string) => void
   error: (obj: object | string, msg?: string) => void
 }
-
-/** Whose subscription an event is about: the user a checkout names, or the provider customer. */
-export type SubscriptionTarget = { userId: string } | { customerId: string }
 
 /** What a handled provider event means for us. */
 export type EventMeaning =

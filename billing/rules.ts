@@ -19,6 +19,7 @@
 //    one is not live, a completed checkout links its subscription (its state is fetched from
 //    the provider, so it is current), and a subscription event newer than the stored status
 //    replaces it.
+import type { BillingState, Version } from '../db/types.js'
 
 /** Statuses in which the user has what they paid for. */
 export const LIVE_STATUSES = ['active', 'trialing', 'past_due'] as const
@@ -53,21 +54,6 @@ export const EVENT_PRECEDENCE: Record<BillingEvent['kind'], number> = {
   'subscription-updated': 3,
   'checkout-completed': 3,
   'subscription-deleted': 4
-}
-
-/** When, and by which precedence, a group of fields was last set. */
-export interface Version { at: Date, precedence: number }
-
-/** The stored subscription, with the version of each group of fields. */
-export interface BillingState {
-  subscriptionId: string | null
-  status: string | null
-  priceId: string | null
-  currentPeriodEnd: Date | null
-  cancelAtPeriodEnd: boolean
-  statusVersion: Version | null
-  periodEndVersion: Version | null
-  termsVersion: Version | null
 }
 
 export type IgnoredBecause =

@@ -11,11 +11,11 @@ import {
   recordPaymentEvent, replaceOpenCheckoutSession, storeBillingState, storeCancelAtPeriodEnd, toStoredSubscription
 } from '../db/billing.js'
 import { getPreferences } from '../db/preferences.js'
-import type { Database } from '../db/types.js'
+import type { Database, SubscriptionTarget } from '../db/types.js'
 import { recordUsageEvent } from '../db/usage-events.js'
 import type { Subscription } from '../schemas/billing.js'
 import { NoActiveSubscriptionError, NoBillingAccountError, PaymentProviderError, SubscriptionAlreadyActiveError } from '../errors.js'
-import type { BillingLog, PaymentProvider, ProviderEvent, SubscriptionTarget } from './provider.js'
+import type { BillingLog, PaymentProvider, ProviderEvent } from './provider.js'
 import { decideBillingEvent, isEnded, isLive, planFor, type BillingEvent, type IgnoredBecause } from './rules.js'
 
 /**

@@ -3,9 +3,7 @@
 // of billing/rules.ts).
 import { sql, type Kysely } from 'kysely'
 import type { Subscription } from '../schemas/billing.js'
-import type { SubscriptionTarget } from '../billing/provider.js'
-import type { BillingState, Version } from '../billing/rules.js'
-import type { Database, PreferencesRow, ProviderActionKind, ProviderActionReason } from './types.js'
+import type { BillingState, Database, PreferencesRow, ProviderActionKind, ProviderActionReason, SubscriptionTarget, Version } from './types.js'
 
 export const toStoredSubscription = (row: PreferencesRow): Subscription => {
   const plan = row.plan as Subscription['plan']

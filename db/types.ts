@@ -70,6 +70,27 @@ export interface UserPreferencesTable {
   updated_at: Timestamp
 }
 
+// The stored subscription as billing/ reads and writes it through db/billing.ts; what an
+// event makes of it is decided in billing/rules.ts.
+
+/** When, and by which precedence, a group of fields was last set. */
+export interface Version { at: Date, precedence: number }
+
+/** The stored subscription, with the version of each group of fields. */
+export interface BillingState {
+  subscriptionId: string | null
+  status: string | null
+  priceId: string | null
+  currentPeriodEnd: Date | null
+  cancelAtPeriodEnd: boolean
+  statusVersion: Version | null
+  periodEndVersion: Version | null
+  termsVersion: Version | null
+}
+
+/** Whose subscription an event is about: the user a checkout names, or the provider customer. */
+export type SubscriptionTarget = { userId: string } | { customerId: string }
+
 export interface TasksTable {
   id: Generated<number>
   user_id: string

@@ -3,7 +3,8 @@
 import assert from 'node:assert/strict'
 import fc from 'fast-check'
 import t from 'tap'
-import { decideBillingEvent, planFor, type BillingEvent, type BillingState } from '../../billing/rules.js'
+import { decideBillingEvent, planFor, type BillingEvent } from '../../billing/rules.js'
+import type { BillingState } from '../../db/types.js'
 
 const DAY = 86_400_000
 const BASE = Date.parse('2026-11-24T00:00:00Z')
