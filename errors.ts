@@ -2,7 +2,6 @@
 // error handler (plugins/errors.ts) turns everything into the envelope of docs/api.md.
 import createError from '@fastify/error'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
-import type { ErrorMessage } from './schemas/common.js'
 
 /**
  * Every failure the service answers, by its stable `code` (what programs branch on; the
@@ -124,6 +123,13 @@ export class ValidationError extends Error {
 /** Application errors: their code is one of the catalog's, and their message is meant for the client. */
 export const isAppError = (err: { code?: unknown }): err is { code: ErrorCode } =>
   typeof err.code === 'string' && Object.hasOwn(ERROR_CATALOG, err.code)
+
+/**
+ * `errorMessage` (our own ajv keyword, set on the schemas of schemas/) replaces the generic
+ * validation message for a property: one string for every failure, or one per ajv keyword
+ * (`required` included).
+ */
+type ErrorMessage = string | Partial<Record<'required' | 'minLength' | 'maxLength' | 'pattern' | 'format' | 'type' | 'enum' | 'minimum' | 'maximum', string>>
 
 type VerboseError = FastifySchemaValidationError & {
   parentSchema?: { errorMessage?: ErrorMessage, properties?: Record<string, { errorMessage?: ErrorMessage }> }

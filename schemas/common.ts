@@ -7,12 +7,6 @@ import { Type, type Static, type TSchema } from 'typebox'
 import { ERROR_CODES } from '../errors.js'
 
 /**
- * `errorMessage` (our own ajv keyword) replaces the generic validation message for a
- * property: one string for every failure, or one per ajv keyword (`required` included).
- */
-export type ErrorMessage = string | Partial<Record<'required' | 'minLength' | 'maxLength' | 'pattern' | 'format' | 'type' | 'enum' | 'minimum' | 'maximum', string>>
-
-/**
  * `{type: [T, 'null']}` rather than an anyOf: null stays null whatever ajv's coercion
  * settings (an anyOf tries the string branch first and can turn null into ""), errors
  * name one field once, and fast-json-stringify serializes it without branching.

@@ -81,7 +81,7 @@ function shareErrorResponses (document: OpenApi.Document): OpenApi.Document {
   return document
 }
 
-// Our ajv keyword (schemas/common.ts ErrorMessage), not part of the public contract.
+// Our ajv keyword (ErrorMessage, errors.ts), not part of the public contract.
 function stripErrorMessages (value: unknown): unknown {
   if (Array.isArray(value)) return value.map(stripErrorMessages)
   if (value === null || typeof value !== 'object') return value
