@@ -120,6 +120,14 @@ export class ValidationError extends Error {
   }
 }
 
+/**
+ * The service refuses to start, and its message says why in one line (server.ts prints it, not
+ * a stack): a refusal, not a fault, like a bad setting (ConfigError). The embedded database's
+ * lock (DataDirInUseError) and the checks of the way to PostgreSQL (DatabaseSetupError) throw
+ * one, so the entry tells them apart without knowing the engine.
+ */
+export class StartRefusal extends Error {}
+
 /** Application errors: their code is one of the catalog's, and their message is meant for the client. */
 export const isAppError = (err: { code?: unknown }): err is { code: ErrorCode } =>
   typeof err.code === 'string' && Object.hasOwn(ERROR_CATALOG, err.code)

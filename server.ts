@@ -11,8 +11,7 @@ import serviceApp from './app.js'
 import { serverOptions } from './server-options.js'
 import { ConfigError, loadConfig } from './config.js'
 import { loadEnvFile } from './env-file.js'
-import { DataDirInUseError } from './db/engine/data-dir-lock.js'
-import { DatabaseSetupError } from './db/engine/pooler-check.js'
+import { StartRefusal } from './errors.js'
 
 let config
 try {
@@ -55,7 +54,7 @@ try {
 } catch (err) {
   // Another process has the embedded database, or the way to PostgreSQL breaks what the service
   // relies on: a refusal, not a fault, so one line, like a bad setting.
-  if (err instanceof DataDirInUseError || err instanceof DatabaseSetupError) console.error(err.message)
+  if (err instanceof StartRefusal) console.error(err.message)
   else app.log.error({ err }, 'could not start')
   process.exit(1)
 }

@@ -19,6 +19,7 @@ import { readFileSync, readlinkSync, rmSync } from 'node:fs'
 import { link, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises'
 import { hostname } from 'node:os'
 import { basename, dirname, join, resolve } from 'node:path'
+import { StartRefusal } from '../../errors.js'
 
 /** How often a holder refreshes its lock file. */
 export const REFRESH_MS = 5_000
@@ -26,7 +27,7 @@ export const REFRESH_MS = 5_000
 export const STALE_MS = 20_000
 
 /** Another process holds the directory: start-up stops with this one line. */
-export class DataDirInUseError extends Error {
+export class DataDirInUseError extends StartRefusal {
   readonly code = 'DATA_DIR_IN_USE'
 }
 

@@ -8,9 +8,10 @@
 // than as 500s under load. The checks use connections of their own, closed afterwards.
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
+import { StartRefusal } from '../../errors.js'
 
 /** The way to PostgreSQL breaks something the service relies on: start-up stops with this one line. */
-export class DatabaseSetupError extends Error {
+export class DatabaseSetupError extends StartRefusal {
   override name = 'DatabaseSetupError'
 }
 
