@@ -128,6 +128,9 @@ export class ValidationError extends Error {
  */
 export class StartRefusal extends Error {}
 
+/** The most of any one text an error's log line carries (server-options.ts); also what a mail's recorded error and a span attribute keep. */
+export const MAX_LOGGED_TEXT = 2048
+
 /** Application errors: their code is one of the catalog's, and their message is meant for the client. */
 export const isAppError = (err: { code?: unknown }): err is { code: ErrorCode } =>
   typeof err.code === 'string' && Object.hasOwn(ERROR_CATALOG, err.code)

@@ -7,6 +7,7 @@ import { LogController, type FastifyHttpOptions, type FastifyServerFactoryHandle
 import { clientErrorHandler, frameworkErrors } from './plugins/errors.js'
 import { clientKey } from './client-address.js'
 import { trustProxy, type AppConfig, type TrustProxy } from './config.js'
+import { MAX_LOGGED_TEXT } from './errors.js'
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 export const BODY_LIMIT = 1024 * 1024
@@ -51,9 +52,6 @@ function logTransport (config: AppConfig): { transport?: { targets: Array<{ targ
   }
   return targets.length > 0 ? { transport: { targets } } : {}
 }
-
-/** The most of any one text an error's log line carries. */
-export const MAX_LOGGED_TEXT = 2048
 
 const clip = (text: string | undefined): string =>
   text === undefined ? '' : text.length <= MAX_LOGGED_TEXT ? text : `${text.slice(0, MAX_LOGGED_TEXT)}… (${text.length} characters)`

@@ -13,7 +13,7 @@ import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace'
 import { ATTR_SERVICE_INSTANCE_ID, ATTR_SERVICE_NAME, ATTR_URL_PATH } from '@opentelemetry/semantic-conventions'
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import type { FastifyPluginCallback } from 'fastify'
-import { MAX_LOGGED_TEXT } from '../server-options.js'
+import { MAX_LOGGED_TEXT } from '../errors.js'
 
 export interface TracingOptions {
   /** The OTLP/HTTP traces URL (…/v1/traces). */

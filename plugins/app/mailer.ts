@@ -10,7 +10,7 @@ import { linkKeyFrom, type OutboxContext } from '../../mail/outbox.js'
 import { MailQueue } from '../../mail/queue.js'
 import { MailSender, type Deliver } from '../../mail/sender.js'
 import { logTransport, smtpTransport } from '../../mail/transports.js'
-import { MAX_LOGGED_TEXT } from '../../server-options.js'
+import { MAX_LOGGED_TEXT } from '../../errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -1,7 +1,8 @@
 // An error's log line stays bounded whatever the input (the production log lines of a
 // real process, and their copy shipped to Axiom: test/integration/logging.test.ts).
 import t from 'tap'
-import { MAX_LOGGED_TEXT, serializeError } from '../../server-options.js'
+import { MAX_LOGGED_TEXT } from '../../errors.js'
+import { serializeError } from '../../server-options.js'
 
 t.test('an error\'s log line is bounded: clipped message and stack, no echoed fields', async (t) => {
   // What a database error looks like when a megabyte of input reaches it.
