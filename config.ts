@@ -5,236 +5,210 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import proxyAddr from '@fastify/proxy-addr'
 import { envSchema } from 'env-schema'
-import { Type, type Static } from 'typebox'
+import { Type, type Static, type TObject, type TSchema } from 'typebox'
 
 const TRUST_PROXY_FORMS = 'must be false, the number of proxies in front of the service (1 behind one load balancer), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8)'
 
 const Url = (defaultValue: string) =>
   Type.String({ pattern: '^https?://[^\\s/]+', default: defaultValue, errorMessage: 'must be an http(s) URL' })
 
-export const ConfigSchema = Type.Object({
-  NODE_ENV: Type.String({ default: 'development' }),
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3002, errorMessage: 'must be a port number (0-65535)' }),
-  HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
-  // Bounds on every connection (server-options.ts). REQUEST_TIMEOUT_MS: a request, headers and
-  // body, must have arrived within 30 s, enough for a 1 MiB body (the limit) at ~35 kB/s, and a
-  // client trickling bytes holds its connection 30 s, not forever. CONNECTION_TIMEOUT_MS: a
-  // socket silent both ways for 60 s (a client that stopped reading its answer) is closed; it
-  // must exceed the slowest handler (a checkout: up to three 10 s provider calls).
-  // KEEP_ALIVE_TIMEOUT_MS: idle between requests, 72 s, above the 60 s idle timeout of common
-  // load balancers (AWS ALB, nginx upstream keepalive; raise it above yours), so the balancer,
-  // not the server, closes an idle connection and never sends a request on one being closed
-  // (a 502). MAX_CONNECTIONS: about ten times what one instance has in flight at its measured
-  // ceiling (~2k req/s × 50 ms), with room for a balancer's idle pool, while a flood of slow
-  // clients stays bounded in sockets and in buffered bodies (up to 1 MiB each); a connection
-  // beyond it is closed at once.
-  REQUEST_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 30_000, errorMessage: 'must be milliseconds from 1000 to 600000' }),
-  CONNECTION_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 60_000, errorMessage: 'must be milliseconds from 1000 to 600000' }),
-  KEEP_ALIVE_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 3_600_000, default: 72_000, errorMessage: 'must be milliseconds from 1000 to 3600000' }),
-  MAX_CONNECTIONS: Type.Integer({ minimum: 1, maximum: 100_000, default: 1024, errorMessage: 'must be an integer from 1 to 100000' }),
-  // One client's share of MAX_CONNECTIONS (an IPv6 client's /64 is one client): a browser opens
-  // 6 per origin, an office behind one NAT a few dozen; 1,030 idle connections from one address
-  // took /health down for everyone. Direct peers only: the trusted proxies (TRUST_PROXY) carry
-  // everyone's connections.
-  MAX_CONNECTIONS_PER_ADDRESS: Type.Integer({ minimum: 1, maximum: 100_000, default: 64, errorMessage: 'must be an integer from 1 to 100000' }),
-  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://', errorMessage: 'must be a postgres:// or postgresql:// URL' })),
-  DATABASE_POOL_MAX: Type.Integer({ minimum: 1, maximum: 1000, default: 10, errorMessage: 'must be an integer from 1 to 1000' }),
-  DATABASE_CONNECT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 3000, errorMessage: 'must be milliseconds from 100 to 60000' }),
-  DATABASE_STATEMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000, errorMessage: 'must be milliseconds from 100 to 600000' }),
-  // The client's own limit on a query's round trip, for when the network to PostgreSQL goes
-  // silent and no answer, error or reset ever comes (db/engine/connect.ts). Unset: a second above the
-  // statement timeout, so a slow statement is still cancelled by the server first (its answer
-  // takes milliseconds; the second covers a busy event loop) and the connection is kept.
-  DATABASE_QUERY_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 100, maximum: 900_000, errorMessage: 'must be milliseconds from 100 to 900000' })),
-  DATABASE_PREPARED_STATEMENTS: Type.Boolean({ default: true, errorMessage: 'must be true or false' }),
-  // What stands between the service and PostgreSQL (db/engine/pooler-check.ts). `none`: PostgreSQL itself
-  // or a proxy that keeps each connection's session; the statement timeout is sent when each
-  // connection opens. `transaction`: a pooler in transaction mode (PgBouncer's pool_mode =
-  // transaction), which refuses or drops that start-up parameter and hands each transaction to
-  // whichever server session is free: the timeout must then be set on the role or database,
-  // and start-up checks that it is. Either way start-up refuses a pooler that breaks what the
-  // service relies on, with one line saying what to set.
-  DATABASE_POOLER: Type.Enum(['none', 'transaction'], { default: 'none', errorMessage: 'must be none or transaction' }),
-  DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
-  AUTH_JWT_SECRET: Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' })),
-  APP_URL: Url('http://localhost:3000'),
-  // Unset: http://localhost:PORT (loadConfig), so /docs and the tokens' audience follow PORT.
-  API_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
-  PAYMENT_SECRET_KEY: Type.Optional(Type.String({ minLength: 1 })),
-  PAYMENT_WEBHOOK_SECRET: Type.Optional(Type.String({ minLength: 1 })),
-  PAYMENT_PRICE_IDS: Type.String({ default: '' }),
-  CHECKOUT_SUCCESS_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
-  CHECKOUT_CANCEL_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
-  PAYMENT_API_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })),
-  PAYMENT_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 120_000, default: 10_000, errorMessage: 'must be milliseconds from 100 to 120000' }),
-  PAYMENT_MAX_RETRIES: Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' }),
-  // A provider call a webhook decided on (billing/provider-actions.ts) that failed is tried
-  // again after PAYMENT_ACTION_RETRY_BASE_MS, doubling up to an hour, for up to 7 days.
-  PAYMENT_ACTION_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 10_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
-  CORS_ORIGINS: Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' }),
-  // Sign-in through OpenID Connect providers (docs/identity-providers.md): their ids,
-  // comma-separated; each id's OIDC_<ID>_ISSUER, OIDC_<ID>_CLIENT_ID and OIDC_<ID>_CLIENT_SECRET
-  // (and optional OIDC_<ID>_NAME) are read by loadConfig. Empty: no provider sign-in.
-  OIDC_PROVIDERS: Type.String({ default: '', pattern: '^[a-z0-9, -]*$', errorMessage: 'must be provider ids (a-z, 0-9, -), comma-separated' }),
-  // Which peers' X-Forwarded-For is believed (trustProxy below): none, the nearest N hops, or
-  // peers at these addresses or CIDRs (also loopback, linklocal, uniquelocal). `true` trusts
-  // every entry, the client's own included, and is refused in production.
-  TRUST_PROXY: Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-zA-Z.:/, ]+)$', errorMessage: TRUST_PROXY_FORMS }),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' })),
-  // A Redis command unanswered this long fails, and the limits let the request through
-  // (plugins/external/redis.ts): an answer takes well under a millisecond on a healthy network.
-  REDIS_COMMAND_TIMEOUT_MS: Type.Integer({ minimum: 10, maximum: 10_000, default: 200, errorMessage: 'must be milliseconds from 10 to 10000' }),
-  RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' }),
-  AUTH_RATE_LIMIT_MAX: Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' }),
-  // Mails the account routes send one address an hour, links and notices alike (accounts/mail.ts):
-  // enough for a person who lost a mail or two, too few to flood an inbox from many clients;
-  // past it links are not sent and notices go out as one digest when the hour ends.
-  EMAIL_LINK_MAX_PER_HOUR: Type.Integer({ minimum: 0, maximum: 1000, default: 5, errorMessage: 'must be an integer from 0 to 1000 (0 disables)' }),
-  RATE_LIMIT_WINDOW_MS: Type.Integer({ minimum: 1000, default: 60_000, errorMessage: 'must be at least 1000' }),
-  // bcrypt's cost: 2^rounds iterations. The spec's 12 is the floor in production; tests use 4
-  // (a hash in ~1 ms instead of ~300 ms) and opt back in where the cost is the point.
-  BCRYPT_ROUNDS: Type.Integer({ minimum: 4, maximum: 16, default: 12, errorMessage: 'must be an integer from 4 to 16' }),
-  BCRYPT_WORKERS: Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' })),
-  BCRYPT_QUEUE_MAX: Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }),
-  // Idempotency-Key answers kept per user (plugins/app/idempotency.ts): beyond it a user's
-  // oldest are forgotten before their 24 hours, by the housekeeping every 10 minutes. A retry
-  // comes within seconds or minutes: 1,000 covers a client creating a task every 10 s all day,
-  // or one a second for a quarter of an hour, at ~1 KB a row.
-  IDEMPOTENCY_KEYS_PER_USER: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1000, errorMessage: 'must be an integer from 1 to 1000000' }),
+/** One setting: the environment variable operators set, and its schema (type, bounds, default, message). */
+interface Setting<S extends TSchema = TSchema> { env: string, schema: S }
+const setting = <S extends TSchema>(env: string, schema: S): Setting<S> => ({ env, schema })
+
+const ms = (minimum: number, maximum: number, fallback: number) =>
+  Type.Integer({ minimum, maximum, default: fallback, errorMessage: `must be milliseconds from ${minimum} to ${maximum}` })
+
+/**
+ * Every setting, once: grouped as the code reads them (`fastify.config.db.poolMax`), each naming
+ * its environment variable, its default and, in a comment, its reason. The validated
+ * environment schema (ConfigSchema), the config type (AppConfig) and the mapping between them
+ * are derived from this; `.env.example` and docs/operations.md are checked against it
+ * (test/platform/env-file.test.ts). Empty values are unset (loadConfig).
+ */
+export const SETTINGS = {
+  // Read apart: NODE_ENV becomes nodeEnv and production, OIDC_PROVIDERS the identityProviders list.
+  root: {
+    nodeEnv: setting('NODE_ENV', Type.String({ default: 'development' })),
+    // Sign-in through OpenID Connect providers (docs/identity-providers.md): their ids,
+    // comma-separated; each id's OIDC_<ID>_ISSUER, OIDC_<ID>_CLIENT_ID and OIDC_<ID>_CLIENT_SECRET
+    // (and optional OIDC_<ID>_NAME) are read by loadConfig. Empty: no provider sign-in.
+    oidcProviders: setting('OIDC_PROVIDERS', Type.String({ default: '', pattern: '^[a-z0-9, -]*$', errorMessage: 'must be provider ids (a-z, 0-9, -), comma-separated' }))
+  },
+  http: {
+    port: setting('PORT', Type.Integer({ minimum: 0, maximum: 65535, default: 3002, errorMessage: 'must be a port number (0-65535)' })),
+    host: setting('HOST', Type.String({ minLength: 1, default: '127.0.0.1' })),
+    // Bounds on every connection (server-options.ts). REQUEST_TIMEOUT_MS: a request, headers and
+    // body, must have arrived within 30 s, enough for a 1 MiB body (the limit) at ~35 kB/s, and a
+    // client trickling bytes holds its connection 30 s, not forever. CONNECTION_TIMEOUT_MS: a
+    // socket silent both ways for 60 s (a client that stopped reading its answer) is closed; it
+    // must exceed the slowest handler (a checkout: up to three 10 s provider calls).
+    // KEEP_ALIVE_TIMEOUT_MS: idle between requests, 72 s, above the 60 s idle timeout of common
+    // load balancers (AWS ALB, nginx upstream keepalive; raise it above yours), so the balancer,
+    // not the server, closes an idle connection and never sends a request on one being closed
+    // (a 502). MAX_CONNECTIONS: about ten times what one instance has in flight at its measured
+    // ceiling (~2k req/s × 50 ms), with room for a balancer's idle pool, while a flood of slow
+    // clients stays bounded in sockets and in buffered bodies (up to 1 MiB each); a connection
+    // beyond it is closed at once.
+    requestTimeoutMs: setting('REQUEST_TIMEOUT_MS', ms(1000, 600_000, 30_000)),
+    connectionTimeoutMs: setting('CONNECTION_TIMEOUT_MS', ms(1000, 600_000, 60_000)),
+    keepAliveTimeoutMs: setting('KEEP_ALIVE_TIMEOUT_MS', ms(1000, 3_600_000, 72_000)),
+    maxConnections: setting('MAX_CONNECTIONS', Type.Integer({ minimum: 1, maximum: 100_000, default: 1024, errorMessage: 'must be an integer from 1 to 100000' })),
+    // One client's share of MAX_CONNECTIONS (an IPv6 client's /64 is one client): a browser opens
+    // 6 per origin, an office behind one NAT a few dozen; 1,030 idle connections from one address
+    // took /health down for everyone. Direct peers only: the trusted proxies (TRUST_PROXY) carry
+    // everyone's connections.
+    maxConnectionsPerAddress: setting('MAX_CONNECTIONS_PER_ADDRESS', Type.Integer({ minimum: 1, maximum: 100_000, default: 64, errorMessage: 'must be an integer from 1 to 100000' })),
+    /** The web client's origin (CORS, links in mail, checkout return pages). */
+    appUrl: setting('APP_URL', Url('http://localhost:3000')),
+    // Unset: http://localhost:PORT (loadConfig), so /docs and the tokens' audience follow PORT.
+    apiUrl: setting('API_URL', Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' }))),
+    /** Extra allowed origins besides appUrl, as given (comma-separated). */
+    corsOrigins: setting('CORS_ORIGINS', Type.String({ default: '', description: 'Extra allowed origins besides APP_URL, comma-separated' })),
+    // Which peers' X-Forwarded-For is believed (trustProxy below): none, the nearest N hops, or
+    // peers at these addresses or CIDRs (also loopback, linklocal, uniquelocal). `true` trusts
+    // every entry, the client's own included, and is refused in production.
+    trustProxy: setting('TRUST_PROXY', Type.String({ default: 'false', pattern: '^(true|false|\\d+|[0-9a-zA-Z.:/, ]+)$', errorMessage: TRUST_PROXY_FORMS })),
+    // SIGTERM (a deploy, an orchestrator's stop) first drains (server.ts): for SHUTDOWN_DRAIN_MS
+    // /ready answers 503 while every other request is still served, each answer saying
+    // `Connection: close`, so the load balancer takes the instance out of its rotation, and
+    // lets go of its kept-alive connections, before the port closes. It must cover the
+    // balancer's checks: deploy/haproxy.cfg checks every 500 ms and takes an instance out after
+    // 2 failures, so within about 1 s; 2 s leaves as much again for a slow check. While requests
+    // still arrive after it the drain goes on, up to three times as long (graceful-close.ts).
+    // (An instance that closed at once was sent 270-360 requests per restart on a closed port.)
+    // SIGINT (Ctrl-C) closes at once.
+    shutdownDrainMs: setting('SHUTDOWN_DRAIN_MS', ms(0, 300_000, 2000)),
+    maxEventLoopDelayMs: setting('MAX_EVENT_LOOP_DELAY_MS', Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }))
+  },
+  db: {
+    url: setting('DATABASE_URL', Type.Optional(Type.String({ pattern: '^postgres(ql)?://', errorMessage: 'must be a postgres:// or postgresql:// URL' }))),
+    dataDir: setting('DATA_DIR', Type.String({ minLength: 1, default: './.data' })),
+    poolMax: setting('DATABASE_POOL_MAX', Type.Integer({ minimum: 1, maximum: 1000, default: 10, errorMessage: 'must be an integer from 1 to 1000' })),
+    connectTimeoutMs: setting('DATABASE_CONNECT_TIMEOUT_MS', ms(100, 60_000, 3000)),
+    statementTimeoutMs: setting('DATABASE_STATEMENT_TIMEOUT_MS', ms(100, 600_000, 15_000)),
+    // The client's own limit on a query's round trip, for when the network to PostgreSQL goes
+    // silent and no answer, error or reset ever comes (db/engine/connect.ts). Unset: a second above the
+    // statement timeout, so a slow statement is still cancelled by the server first (its answer
+    // takes milliseconds; the second covers a busy event loop) and the connection is kept.
+    queryTimeoutMs: setting('DATABASE_QUERY_TIMEOUT_MS', Type.Optional(Type.Integer({ minimum: 100, maximum: 900_000, errorMessage: 'must be milliseconds from 100 to 900000' }))),
+    preparedStatements: setting('DATABASE_PREPARED_STATEMENTS', Type.Boolean({ default: true, errorMessage: 'must be true or false' })),
+    // What stands between the service and PostgreSQL (db/engine/pooler-check.ts). `none`: PostgreSQL itself
+    // or a proxy that keeps each connection's session; the statement timeout is sent when each
+    // connection opens. `transaction`: a pooler in transaction mode (PgBouncer's pool_mode =
+    // transaction), which refuses or drops that start-up parameter and hands each transaction to
+    // whichever server session is free: the timeout must then be set on the role or database,
+    // and start-up checks that it is. Either way start-up refuses a pooler that breaks what the
+    // service relies on, with one line saying what to set.
+    pooler: setting('DATABASE_POOLER', Type.Enum(['none', 'transaction'], { default: 'none', errorMessage: 'must be none or transaction' }))
+  },
+  auth: {
+    // Unset: outside production, generated and kept in DATA_DIR (loadConfig).
+    jwtSecret: setting('AUTH_JWT_SECRET', Type.Optional(Type.String({ minLength: 32, errorMessage: 'must be at least 32 characters' }))),
+    // bcrypt's cost: 2^rounds iterations. The spec's 12 is the floor in production; tests use 4
+    // (a hash in ~1 ms instead of ~300 ms) and opt back in where the cost is the point.
+    bcryptRounds: setting('BCRYPT_ROUNDS', Type.Integer({ minimum: 4, maximum: 16, default: 12, errorMessage: 'must be an integer from 4 to 16' })),
+    bcryptWorkers: setting('BCRYPT_WORKERS', Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' }))),
+    bcryptQueueMax: setting('BCRYPT_QUEUE_MAX', Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }))
+  },
+  payments: {
+    secretKey: setting('PAYMENT_SECRET_KEY', Type.Optional(Type.String({ minLength: 1 }))),
+    webhookSecret: setting('PAYMENT_WEBHOOK_SECRET', Type.Optional(Type.String({ minLength: 1 }))),
+    /** The prices a checkout may name, comma-separated (a list once loaded). */
+    priceIds: setting('PAYMENT_PRICE_IDS', Type.String({ default: '' })),
+    checkoutSuccessUrl: setting('CHECKOUT_SUCCESS_URL', Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' }))),
+    checkoutCancelUrl: setting('CHECKOUT_CANCEL_URL', Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' }))),
+    apiUrl: setting('PAYMENT_API_URL', Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' }))),
+    timeoutMs: setting('PAYMENT_TIMEOUT_MS', ms(100, 120_000, 10_000)),
+    maxRetries: setting('PAYMENT_MAX_RETRIES', Type.Integer({ minimum: 0, maximum: 5, default: 2, errorMessage: 'must be an integer from 0 to 5' })),
+    // A provider call a webhook decided on (billing/provider-actions.ts) that failed is tried
+    // again after PAYMENT_ACTION_RETRY_BASE_MS, doubling up to an hour, for up to 7 days.
+    actionRetryBaseMs: setting('PAYMENT_ACTION_RETRY_BASE_MS', ms(10, 3_600_000, 10_000))
+  },
   // Email (plugins/app/mailer.ts): unset SMTP_URL logs each message outside production and
   // keeps them queued in production. The sender polls the outbox every EMAIL_POLL_INTERVAL_MS
   // (and at once after a commit that queued mail), retries a failed message after
   // EMAIL_RETRY_BASE_MS, doubling up to an hour, and gives up EMAIL_GIVE_UP_MS after it was queued.
-  SMTP_URL: Type.Optional(Type.String({ pattern: '^smtps?://[^\\s/]+', errorMessage: 'must be an smtp:// or smtps:// URL' })),
-  EMAIL_FROM: Type.String({ minLength: 3, maxLength: 255, default: 'Task App <no-reply@localhost>', errorMessage: 'must be an address, e.g. Task App <no-reply@example.com>' }),
-  EMAIL_POLL_INTERVAL_MS: Type.Integer({ minimum: 100, maximum: 3_600_000, default: 30_000, errorMessage: 'must be milliseconds from 100 to 3600000' }),
-  EMAIL_RETRY_BASE_MS: Type.Integer({ minimum: 10, maximum: 3_600_000, default: 30_000, errorMessage: 'must be milliseconds from 10 to 3600000' }),
-  EMAIL_GIVE_UP_MS: Type.Integer({ minimum: 1000, maximum: 30 * 86_400_000, default: 86_400_000, errorMessage: 'must be milliseconds from 1000 to 2592000000' }),
-  // SIGTERM (a deploy, an orchestrator's stop) first drains (server.ts): for SHUTDOWN_DRAIN_MS
-  // /ready answers 503 while every other request is still served, each answer saying
-  // `Connection: close`, so the load balancer takes the instance out of its rotation, and
-  // lets go of its kept-alive connections, before the port closes. It must cover the
-  // balancer's checks: deploy/haproxy.cfg checks every 500 ms and takes an instance out after
-  // 2 failures, so within about 1 s; 2 s leaves as much again for a slow check. While requests
-  // still arrive after it the drain goes on, up to three times as long (graceful-close.ts).
-  // (An instance that closed at once was sent 270-360 requests per restart on a closed port.)
-  // SIGINT (Ctrl-C) closes at once.
-  SHUTDOWN_DRAIN_MS: Type.Integer({ minimum: 0, maximum: 300_000, default: 2000, errorMessage: 'must be milliseconds from 0 to 300000' }),
-  MAX_EVENT_LOOP_DELAY_MS: Type.Integer({ minimum: 0, default: 1000, errorMessage: 'must be a non-negative integer (0 disables)' }),
+  email: {
+    smtpUrl: setting('SMTP_URL', Type.Optional(Type.String({ pattern: '^smtps?://[^\\s/]+', errorMessage: 'must be an smtp:// or smtps:// URL' }))),
+    from: setting('EMAIL_FROM', Type.String({ minLength: 3, maxLength: 255, default: 'Task App <no-reply@localhost>', errorMessage: 'must be an address, e.g. Task App <no-reply@example.com>' })),
+    pollIntervalMs: setting('EMAIL_POLL_INTERVAL_MS', ms(100, 3_600_000, 30_000)),
+    retryBaseMs: setting('EMAIL_RETRY_BASE_MS', ms(10, 3_600_000, 30_000)),
+    giveUpMs: setting('EMAIL_GIVE_UP_MS', ms(1000, 30 * 86_400_000, 86_400_000))
+  },
+  limits: {
+    redisUrl: setting('REDIS_URL', Type.Optional(Type.String({ pattern: '^rediss?://', errorMessage: 'must be a redis:// or rediss:// URL' }))),
+    // A Redis command unanswered this long fails, and the limits let the request through
+    // (plugins/external/redis.ts): an answer takes well under a millisecond on a healthy network.
+    redisCommandTimeoutMs: setting('REDIS_COMMAND_TIMEOUT_MS', ms(10, 10_000, 200)),
+    /** One client's requests per window (0: no ceiling). */
+    requestsPerWindow: setting('RATE_LIMIT_MAX', Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' })),
+    /** Sign-in attempts per client, and failed and successful password checks per account, per window. */
+    signInMax: setting('AUTH_RATE_LIMIT_MAX', Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' })),
+    windowMs: setting('RATE_LIMIT_WINDOW_MS', Type.Integer({ minimum: 1000, default: 60_000, errorMessage: 'must be at least 1000' })),
+    // Mails the account routes send one address an hour, links and notices alike (accounts/mail.ts):
+    // enough for a person who lost a mail or two, too few to flood an inbox from many clients;
+    // past it links are not sent and notices go out as one digest when the hour ends.
+    emailLinksPerHour: setting('EMAIL_LINK_MAX_PER_HOUR', Type.Integer({ minimum: 0, maximum: 1000, default: 5, errorMessage: 'must be an integer from 0 to 1000 (0 disables)' })),
+    // Idempotency-Key answers kept per user (plugins/app/idempotency.ts): beyond it a user's
+    // oldest are forgotten before their 24 hours, by the housekeeping every 10 minutes. A retry
+    // comes within seconds or minutes: 1,000 covers a client creating a task every 10 s all day,
+    // or one a second for a quarter of an hour, at ~1 KB a row.
+    idempotencyKeysPerUser: setting('IDEMPOTENCY_KEYS_PER_USER', Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1000, errorMessage: 'must be an integer from 1 to 1000000' }))
+  },
   // GET /metrics (Prometheus text, docs/operations.md): on a port of its own, and/or on the main
   // port for a bearer METRICS_TOKEN. Neither set: no /metrics at all.
-  METRICS_PORT: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, errorMessage: 'must be a port number (0-65535)' })),
-  // The METRICS_PORT server answers without a token, so it listens on loopback unless told
-  // otherwise (HOST is 0.0.0.0 in containers, where a scraper in another one needs 0.0.0.0 here too).
-  METRICS_HOST: Type.String({ minLength: 1, default: '127.0.0.1' }),
-  METRICS_TOKEN: Type.Optional(Type.String({ minLength: 16, errorMessage: 'must be at least 16 characters' })),
+  metrics: {
+    port: setting('METRICS_PORT', Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, errorMessage: 'must be a port number (0-65535)' }))),
+    // The METRICS_PORT server answers without a token, so it listens on loopback unless told
+    // otherwise (HOST is 0.0.0.0 in containers, where a scraper in another one needs 0.0.0.0 here too).
+    host: setting('METRICS_HOST', Type.String({ minLength: 1, default: '127.0.0.1' })),
+    token: setting('METRICS_TOKEN', Type.Optional(Type.String({ minLength: 16, errorMessage: 'must be at least 16 characters' })))
+  },
   // Traces (plugins/tracing.ts, docs/operations.md): sent over OTLP/HTTP (JSON) to
   // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given, or to OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces,
   // the OpenTelemetry variables any collector's docs name. Neither set: no tracing at all, and no
   // cost (nothing of the SDK is even loaded).
-  OTEL_EXPORTER_OTLP_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' })),
-  OTEL_SERVICE_NAME: Type.String({ minLength: 1, default: 'task-subscription-backend' }),
-  LOG_LEVEL: Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' }),
-  LOG_TOKEN: Type.Optional(Type.String()),
-  LOG_DATASET: Type.Optional(Type.String()),
-  LOG_URL: Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' }))
-})
+  tracing: {
+    /** Once loaded: where spans are sent (the rule above); undefined: tracing off. */
+    endpoint: setting('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' }))),
+    baseEndpoint: setting('OTEL_EXPORTER_OTLP_ENDPOINT', Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+', errorMessage: 'must be an http(s) URL' }))),
+    serviceName: setting('OTEL_SERVICE_NAME', Type.String({ minLength: 1, default: 'task-subscription-backend' }))
+  },
+  log: {
+    level: setting('LOG_LEVEL', Type.Enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { default: 'info', errorMessage: 'must be one of fatal, error, warn, info, debug, trace, silent' })),
+    axiomToken: setting('LOG_TOKEN', Type.Optional(Type.String())),
+    axiomDataset: setting('LOG_DATASET', Type.Optional(Type.String())),
+    axiomUrl: setting('LOG_URL', Type.Optional(Type.String({ pattern: '^https?://', errorMessage: 'must be an http(s) URL' })))
+  }
+} as const
 
-type RawConfig = Static<typeof ConfigSchema>
+type Groups = typeof SETTINGS
+/** A group as its declarations type it: each setting's value, optional where its schema is. */
+type Group<G extends Record<string, Setting>> = Static<TObject<{ [K in keyof G]: G[K]['schema'] }>>
+type Loaded = { [K in Exclude<keyof Groups, 'root'>]: Group<Groups[K]> }
+
+/** Every setting by its environment variable, as validated (the interface operators use). */
+export const ConfigSchema = Type.Object(Object.fromEntries(Object.values(SETTINGS).flatMap((group) =>
+  Object.values(group as Record<string, Setting>).map(({ env, schema }) => [env, schema]))))
 
 /**
  * The settings grouped by concern, each plugin reading its own slice (`fastify.config.db`,
- * `.email`, …). The environment variables (ConfigSchema) are the interface operators use;
- * this is what the code reads. Derived values are resolved here, once.
+ * `.email`, …): the declarations above, with the values resolved here once where a default
+ * depends on others.
  */
-export interface AppConfig {
+export type AppConfig = Omit<Loaded, 'http' | 'db' | 'auth' | 'payments'> & {
   nodeEnv: string
   production: boolean
-  http: {
-    port: number
-    host: string
-    requestTimeoutMs: number
-    connectionTimeoutMs: number
-    keepAliveTimeoutMs: number
-    maxConnections: number
-    maxConnectionsPerAddress: number
-    /** The web client's origin (CORS, links in mail, checkout return pages). */
-    appUrl: string
-    /** Always set: from API_URL or http://localhost:PORT. */
-    apiUrl: string
-    /** Extra allowed origins besides appUrl, as given (comma-separated). */
-    corsOrigins: string
-    trustProxy: string
-    shutdownDrainMs: number
-    maxEventLoopDelayMs: number
-  }
-  db: {
-    url: string | undefined
-    dataDir: string
-    poolMax: number
-    connectTimeoutMs: number
-    statementTimeoutMs: number
-    /** Always set: from DATABASE_QUERY_TIMEOUT_MS or a second above statementTimeoutMs. */
-    queryTimeoutMs: number
-    preparedStatements: boolean
-    pooler: 'none' | 'transaction'
-  }
+  /** `apiUrl` always set: from API_URL or http://localhost:PORT. */
+  http: Loaded['http'] & { apiUrl: string }
+  /** `queryTimeoutMs` always set: from DATABASE_QUERY_TIMEOUT_MS or a second above statementTimeoutMs. */
+  db: Loaded['db'] & { queryTimeoutMs: number }
+  /** `jwtSecret` always set: from AUTH_JWT_SECRET or, outside production, generated and kept in DATA_DIR. */
+  auth: Loaded['auth'] & { jwtSecret: string }
+  payments: Omit<Loaded['payments'], 'priceIds'> & { priceIds: string[] }
   /** OpenID Connect providers users may sign in with, in the order OIDC_PROVIDERS names them. */
   identityProviders: IdentityProviderConfig[]
-  auth: {
-    /** Always set: from AUTH_JWT_SECRET or, outside production, generated and kept in DATA_DIR. */
-    jwtSecret: string
-    bcryptRounds: number
-    bcryptWorkers: number | undefined
-    bcryptQueueMax: number
-  }
-  payments: {
-    secretKey: string | undefined
-    webhookSecret: string | undefined
-    /** The prices a checkout may name (PAYMENT_PRICE_IDS). */
-    priceIds: string[]
-    checkoutSuccessUrl: string | undefined
-    checkoutCancelUrl: string | undefined
-    apiUrl: string | undefined
-    timeoutMs: number
-    maxRetries: number
-    actionRetryBaseMs: number
-  }
-  email: {
-    smtpUrl: string | undefined
-    from: string
-    pollIntervalMs: number
-    retryBaseMs: number
-    giveUpMs: number
-  }
-  limits: {
-    redisUrl: string | undefined
-    redisCommandTimeoutMs: number
-    /** RATE_LIMIT_MAX: one client's requests per window (0: no ceiling). */
-    requestsPerWindow: number
-    /** AUTH_RATE_LIMIT_MAX: sign-in attempts per client and failures per account per window. */
-    signInMax: number
-    windowMs: number
-    emailLinksPerHour: number
-    idempotencyKeysPerUser: number
-  }
-  metrics: {
-    port: number | undefined
-    host: string
-    token: string | undefined
-  }
-  tracing: {
-    /** Where spans are sent; undefined: tracing off. */
-    endpoint: string | undefined
-    serviceName: string
-  }
-  log: {
-    level: RawConfig['LOG_LEVEL']
-    axiomToken: string | undefined
-    axiomDataset: string | undefined
-    axiomUrl: string | undefined
-  }
 }
 
 export interface IdentityProviderConfig {
@@ -262,25 +236,40 @@ function describe (error: AjvLikeError): string {
 }
 
 /**
- * Validates `env` (process.env by default) and returns the typed configuration.
- * Throws ConfigError with one readable line naming the first bad variable.
+ * Validates `env` (process.env by default, and only it: a caller's `env` is all that is read)
+ * and returns the typed configuration. Throws ConfigError with one readable line naming the
+ * first bad variable.
  */
 export function loadConfig (env: Record<string, string | undefined> = process.env): AppConfig {
-  // Empty strings mean "unset": `FOO= npm start` should not be a validation error.
+  // Empty strings mean "unset": `FOO= npm start`, or compose's `${FOO:-}`, is not a validation error.
   const data = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
-  let raw: RawConfig
+  let raw: Record<string, unknown>
   try {
-    raw = envSchema<RawConfig>({ schema: ConfigSchema, data, dotenv: false, ajv: { customOptions: (ajv) => ajv.addKeyword('errorMessage') } })
+    // env: false, or env-schema reads process.env again underneath `data`, empty strings and all.
+    raw = envSchema<Record<string, unknown>>({ schema: ConfigSchema, data, env: false, dotenv: false, ajv: { customOptions: (ajv) => ajv.addKeyword('errorMessage') } })
   } catch (err) {
     const errors = (err as { errors?: AjvLikeError[] }).errors
     const first = errors?.[0]
     throw new ConfigError(`Invalid configuration: ${first ? describe(first) : (err as Error).message}`)
   }
-  if (raw.NODE_ENV === 'production' && raw.BCRYPT_ROUNDS < 12) {
+  const { root, ...groups } = Object.fromEntries(Object.entries(SETTINGS).map(([name, group]) =>
+    [name, Object.fromEntries(Object.entries(group as Record<string, Setting>).map(([key, { env: variable }]) => [key, raw[variable]]))])) as Loaded & { root: Group<Groups['root']> }
+  const production = root.nodeEnv === 'production'
+  if (production && groups.auth.bcryptRounds < 12) {
     throw new ConfigError('Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
   }
-  checkTrustProxy(raw)
-  return { ...grouped(raw), identityProviders: identityProviders(raw.OIDC_PROVIDERS, data) }
+  checkTrustProxy(groups.http.trustProxy, production)
+  return {
+    ...groups,
+    nodeEnv: root.nodeEnv,
+    production,
+    http: { ...groups.http, apiUrl: groups.http.apiUrl ?? `http://localhost:${groups.http.port}` },
+    db: { ...groups.db, queryTimeoutMs: queryTimeout(groups.db) },
+    auth: { ...groups.auth, jwtSecret: groups.auth.jwtSecret ?? developmentSecret(production, groups.db.dataDir) },
+    payments: { ...groups.payments, priceIds: list(groups.payments.priceIds) },
+    tracing: { ...groups.tracing, endpoint: tracesEndpoint(groups.tracing) },
+    identityProviders: identityProviders(root.oidcProviders, data)
+  }
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost'])
@@ -315,89 +304,9 @@ function identityProviders (ids: string, env: Record<string, string | undefined>
   return providers
 }
 
-function grouped (raw: RawConfig): Omit<AppConfig, 'identityProviders'> {
-  return {
-    nodeEnv: raw.NODE_ENV,
-    production: raw.NODE_ENV === 'production',
-    http: {
-      port: raw.PORT,
-      host: raw.HOST,
-      requestTimeoutMs: raw.REQUEST_TIMEOUT_MS,
-      connectionTimeoutMs: raw.CONNECTION_TIMEOUT_MS,
-      keepAliveTimeoutMs: raw.KEEP_ALIVE_TIMEOUT_MS,
-      maxConnections: raw.MAX_CONNECTIONS,
-      maxConnectionsPerAddress: raw.MAX_CONNECTIONS_PER_ADDRESS,
-      appUrl: raw.APP_URL,
-      apiUrl: raw.API_URL ?? `http://localhost:${raw.PORT}`,
-      corsOrigins: raw.CORS_ORIGINS,
-      trustProxy: raw.TRUST_PROXY,
-      shutdownDrainMs: raw.SHUTDOWN_DRAIN_MS,
-      maxEventLoopDelayMs: raw.MAX_EVENT_LOOP_DELAY_MS
-    },
-    db: {
-      url: raw.DATABASE_URL,
-      dataDir: raw.DATA_DIR,
-      poolMax: raw.DATABASE_POOL_MAX,
-      connectTimeoutMs: raw.DATABASE_CONNECT_TIMEOUT_MS,
-      statementTimeoutMs: raw.DATABASE_STATEMENT_TIMEOUT_MS,
-      queryTimeoutMs: queryTimeout(raw),
-      preparedStatements: raw.DATABASE_PREPARED_STATEMENTS,
-      pooler: raw.DATABASE_POOLER as AppConfig['db']['pooler']
-    },
-    auth: {
-      jwtSecret: raw.AUTH_JWT_SECRET ?? developmentSecret(raw),
-      bcryptRounds: raw.BCRYPT_ROUNDS,
-      bcryptWorkers: raw.BCRYPT_WORKERS,
-      bcryptQueueMax: raw.BCRYPT_QUEUE_MAX
-    },
-    payments: {
-      secretKey: raw.PAYMENT_SECRET_KEY,
-      webhookSecret: raw.PAYMENT_WEBHOOK_SECRET,
-      priceIds: list(raw.PAYMENT_PRICE_IDS),
-      checkoutSuccessUrl: raw.CHECKOUT_SUCCESS_URL,
-      checkoutCancelUrl: raw.CHECKOUT_CANCEL_URL,
-      apiUrl: raw.PAYMENT_API_URL,
-      timeoutMs: raw.PAYMENT_TIMEOUT_MS,
-      maxRetries: raw.PAYMENT_MAX_RETRIES,
-      actionRetryBaseMs: raw.PAYMENT_ACTION_RETRY_BASE_MS
-    },
-    email: {
-      smtpUrl: raw.SMTP_URL,
-      from: raw.EMAIL_FROM,
-      pollIntervalMs: raw.EMAIL_POLL_INTERVAL_MS,
-      retryBaseMs: raw.EMAIL_RETRY_BASE_MS,
-      giveUpMs: raw.EMAIL_GIVE_UP_MS
-    },
-    limits: {
-      redisUrl: raw.REDIS_URL,
-      redisCommandTimeoutMs: raw.REDIS_COMMAND_TIMEOUT_MS,
-      requestsPerWindow: raw.RATE_LIMIT_MAX,
-      signInMax: raw.AUTH_RATE_LIMIT_MAX,
-      windowMs: raw.RATE_LIMIT_WINDOW_MS,
-      emailLinksPerHour: raw.EMAIL_LINK_MAX_PER_HOUR,
-      idempotencyKeysPerUser: raw.IDEMPOTENCY_KEYS_PER_USER
-    },
-    metrics: {
-      port: raw.METRICS_PORT,
-      host: raw.METRICS_HOST,
-      token: raw.METRICS_TOKEN
-    },
-    tracing: {
-      endpoint: tracesEndpoint(raw),
-      serviceName: raw.OTEL_SERVICE_NAME
-    },
-    log: {
-      level: raw.LOG_LEVEL,
-      axiomToken: raw.LOG_TOKEN,
-      axiomDataset: raw.LOG_DATASET,
-      axiomUrl: raw.LOG_URL
-    }
-  }
-}
-
-function checkTrustProxy (raw: RawConfig): void {
-  const value = raw.TRUST_PROXY.trim()
-  if (value === 'true' && raw.NODE_ENV === 'production') {
+function checkTrustProxy (trustProxy: string, production: boolean): void {
+  const value = trustProxy.trim()
+  if (value === 'true' && production) {
     throw new ConfigError('Invalid configuration: TRUST_PROXY=true believes the X-Forwarded-For entries a client writes itself; set the number of proxies in front of the service (1 behind one load balancer) or their addresses or CIDRs')
   }
   if (value === 'true' || value === 'false' || /^\d+$/.test(value)) return
@@ -408,22 +317,22 @@ function checkTrustProxy (raw: RawConfig): void {
   }
 }
 
-function queryTimeout (raw: RawConfig): number {
-  const statement = raw.DATABASE_STATEMENT_TIMEOUT_MS
-  if (raw.DATABASE_QUERY_TIMEOUT_MS === undefined) return statement + 1000
-  if (raw.DATABASE_QUERY_TIMEOUT_MS <= statement) {
+function queryTimeout (db: Loaded['db']): number {
+  const statement = db.statementTimeoutMs
+  if (db.queryTimeoutMs === undefined) return statement + 1000
+  if (db.queryTimeoutMs <= statement) {
     throw new ConfigError(`Invalid configuration: DATABASE_QUERY_TIMEOUT_MS must be above DATABASE_STATEMENT_TIMEOUT_MS (${statement}), so the server cancels a slow statement first`)
   }
-  return raw.DATABASE_QUERY_TIMEOUT_MS
+  return db.queryTimeoutMs
 }
 
 // Outside production a missing secret is generated once and kept beside the embedded
 // database, so tokens survive restarts with zero configuration.
-function developmentSecret (raw: RawConfig): string {
-  if (raw.NODE_ENV === 'production') {
+function developmentSecret (production: boolean, dataDir: string): string {
+  if (production) {
     throw new ConfigError('Invalid configuration: AUTH_JWT_SECRET is required in production (at least 32 characters)')
   }
-  const dir = resolve(raw.DATA_DIR)
+  const dir = resolve(dataDir)
   const file = join(dir, 'jwt-secret')
   try {
     const kept = readFileSync(file, 'utf8').trim()
@@ -463,10 +372,10 @@ export function trustProxy (config: AppConfig): TrustProxy | false {
 }
 
 /** Where spans are sent, or undefined when tracing is off (OpenTelemetry's rule: the signal's own endpoint as given, else the base one + /v1/traces). */
-function tracesEndpoint (raw: RawConfig): string | undefined {
-  if (raw.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT !== undefined) return raw.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
-  if (raw.OTEL_EXPORTER_OTLP_ENDPOINT === undefined) return undefined
-  return `${raw.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces`
+function tracesEndpoint ({ endpoint, baseEndpoint }: Loaded['tracing']): string | undefined {
+  if (endpoint !== undefined) return endpoint
+  if (baseEndpoint === undefined) return undefined
+  return `${baseEndpoint.replace(/\/+$/, '')}/v1/traces`
 }
 
 /**

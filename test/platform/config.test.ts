@@ -1,7 +1,7 @@
 // Configuration as loadConfig reads it: each bad value is one line naming the variable
 // (test/integration/server.test.ts checks that such a line stops the real process).
 import t from 'tap'
-import { ConfigError, loadConfig } from '../../config.js'
+import { ConfigError, loadConfig, SETTINGS } from '../../config.js'
 import { TEST_SECRET } from '../support/helper.js'
 
 const refusal = (env: Record<string, string>): string => {
@@ -78,4 +78,39 @@ t.test('OIDC_PROVIDERS: each id\'s own variables, checked at start-up', async (t
   refused({ OIDC_PROVIDERS: 'Google' }, /OIDC_PROVIDERS must be provider ids/, 'upper case')
   t.equal(loadConfig({ AUTH_JWT_SECRET: TEST_SECRET, OIDC_PROVIDERS: 'google', ...google, OIDC_GOOGLE_ISSUER: 'http://127.0.0.1:9000' }).identityProviders[0]!.issuer,
     'http://127.0.0.1:9000', 'http on this machine (tests, development)')
+})
+
+/** Runs `fn` with `vars` set in this process's environment (as a shell or compose would set them), restored after. */
+function withShell<T> (vars: Record<string, string>, fn: () => T): T {
+  const before = Object.fromEntries(Object.keys(vars).map((name) => [name, process.env[name]]))
+  Object.assign(process.env, vars)
+  try {
+    return fn()
+  } finally {
+    for (const [name, value] of Object.entries(before)) {
+      if (value === undefined) delete process.env[name]
+      else process.env[name] = value
+    }
+  }
+}
+
+t.test('loadConfig(env) reads env and nothing else: the shell\'s variables, empty or bad, play no part', async (t) => {
+  const config = withShell({ PORT: 'not a port', PAYMENT_SECRET_KEY: '', SMTP_URL: 'ftp://nope', EMAIL_FROM: '' }, () => loadConfig({ AUTH_JWT_SECRET: TEST_SECRET }))
+  t.equal(config.http.port, 3002, 'the default, not the shell\'s PORT')
+  t.equal(config.email.smtpUrl, undefined)
+  t.equal(config.email.from, 'Task App <no-reply@localhost>')
+})
+
+t.test('an empty value is unset, for every setting, as compose passes NAME: "$NAME:-" (empty when unset)', async (t) => {
+  const dir = t.testdir()
+  const names = Object.values(SETTINGS).flatMap((group) => Object.values(group).map((setting) => setting.env))
+  t.equal(names.length, new Set(names).size, 'each setting declared once')
+  for (const name of names) {
+    // The process's own environment, as server.ts reads it: the empty variable is in it.
+    t.doesNotThrow(() => withShell({ [name]: '' }, () => loadConfig({ ...process.env, AUTH_JWT_SECRET: TEST_SECRET, DATA_DIR: dir, [name]: '' })), `${name}=`)
+  }
+  const allEmpty = Object.fromEntries(names.map((name) => [name, '']))
+  const config = withShell(allEmpty, () => loadConfig({ ...process.env, AUTH_JWT_SECRET: TEST_SECRET, NODE_ENV: 'production' }))
+  t.match(config, { production: true, http: { port: 3002 }, payments: { secretKey: undefined, priceIds: [] }, email: { from: 'Task App <no-reply@localhost>' } },
+    'all of them empty at once, in production: the defaults')
 })

@@ -48,3 +48,19 @@ t.test('.env is read under npm start, npm run dev and npm run migrate, below the
   t.equal(process.env.ENV_FILE_TEST_BOTH, 'environment', 'the environment wins')
   for (const script of ['dev', 'migrate']) t.equal(loadEnvFile(file, { npm_lifecycle_event: script }), true, `npm run ${script} reads it`)
 })
+
+/** The settings a Markdown table names in its first column: every `UPPER_CASE` name in backticks there. */
+const namedInTable = (file: string, heading: RegExp): string[] => {
+  const text = readFileSync(join(PROJECT_ROOT, file), 'utf8')
+  const section = text.slice(text.search(heading)).split(/\n#{1,3} /)[0]!
+  return section.split('\n').filter((line) => line.startsWith('| `'))
+    .flatMap((line) => [...line.split('|')[1]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!))
+}
+
+t.test('docs/operations.md\'s configuration table gives every setting; the README\'s names only settings', async (t) => {
+  const settings = Object.keys(ConfigSchema.properties).sort()
+  t.same([...new Set(namedInTable('docs/operations.md', /^## Configuration/m))].sort(), settings, 'every setting of config.ts, each with its default and reason')
+  const inReadme = namedInTable('README.md', /^## Configuration/m)
+  t.ok(inReadme.length > 10, 'the README has its table of essentials')
+  t.same(inReadme.filter((name) => !settings.includes(name)), [], 'no name there that is no setting')
+})
