@@ -24,7 +24,8 @@ export const HELP = `npm run bench -- [options]
                          probe every 100 ms during GET /tasks load), heavy.pages (/health and
                          another user's GET /tasks probed while 4 connections fetch a user's
                          1,000 tasks of 10,000-character descriptions), metrics (GET /tasks with
-                         metrics served and without), storm, growth
+                         metrics served and without), storm, timing (an unknown account's
+                         sign-in and "forgot" against a known one's), growth
   --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
                          service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize
                          where the CPU went during the measured window, per request

@@ -5,7 +5,7 @@ import os from 'node:os'
 import { fmt, log } from './log.js'
 import { NOISY } from './runs.js'
 import { GROWTH_USER_TASKS } from './seed.js'
-import type { BesidePostgres, CeilingKind, CeilingRun, DbKind, HealthUnderLoad, HeavyPages, Options } from './types.js'
+import type { BesidePostgres, CeilingKind, CeilingRun, DbKind, HealthUnderLoad, HeavyPages, Options, Timing, TimingPair } from './types.js'
 
 export interface Figures { rps: number, p50: number, p99: number }
 
@@ -55,6 +55,8 @@ export interface Results {
   heavyPages?: HeavyPages
   /** --db=pglite: the same service on PostgreSQL, in the same run. */
   besidePostgres?: BesidePostgres
+  /** An unknown account's answers against a known one's (bench/timing.ts). */
+  timing?: Timing
 }
 
 /** A target: what, met or not, and the figures that say so. */
@@ -88,6 +90,7 @@ export class Report {
   healthUnderLoad: HealthUnderLoad | undefined
   heavyPages: HeavyPages | undefined
   besidePostgres: BesidePostgres | undefined
+  timing: Timing | undefined
   readonly growth: GrowthPoint[] = []
   /** Non-2xx responses, socket errors and timeouts over every run (the overload's expected 503s aside). */
   errors = 0
@@ -121,7 +124,8 @@ export class Report {
       ...(this.startupMs !== undefined && { startupMs: this.startupMs }),
       ...(this.healthUnderLoad && { healthUnderLoad: this.healthUnderLoad }),
       ...(this.heavyPages && { heavyPages: this.heavyPages }),
-      ...(this.besidePostgres && { besidePostgres: this.besidePostgres })
+      ...(this.besidePostgres && { besidePostgres: this.besidePostgres }),
+      ...(this.timing && { timing: this.timing })
     }
   }
 
@@ -217,6 +221,13 @@ export class Report {
     if (metricsCost) {
       checks.push(['metrics: GET /tasks with metrics served ≥ 95 % of without', metricsCost.ratio >= 0.95,
         `${fmt(100 * metricsCost.ratio, 0)} % (${metricsCost.onRps} vs ${metricsCost.offRps} req/s; pairs: ${metricsCost.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})`])
+    }
+    if (this.timing) {
+      // A real difference is the whole bcrypt cost (×10 or more), or queueing a mail in the request (×2.5–3).
+      const within = (what: string, p: TimingPair) => checks.push([`timing: ${what} within 0.5–2`, p.ratio >= 0.5 && p.ratio <= 2, `×${fmt(p.ratio, 2)} (${fmt(p.first, 2)} vs ${fmt(p.second, 2)} ms)`])
+      within('login, unknown email ÷ wrong password (medians)', this.timing.login)
+      within('forgot, unknown ÷ known address (medians)', this.timing.forgot)
+      within('the request right after forgot, unknown ÷ known (lower quartiles)', this.timing.afterForgot)
     }
     if (soak) checks.push(['soak: no RSS growth (≤ +10 %)', soak.rssAfterMB <= soak.rssBeforeMB * 1.1, `${soak.rssBeforeMB} → ${soak.rssAfterMB} MB`])
     const series = growth.filter((g) => g.userTasks === GROWTH_USER_TASKS)

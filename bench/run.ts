@@ -2,7 +2,8 @@
 // NODE_ENV=production, LOG_LEVEL=warn) on a database of its own, seeds it, and measures it
 // with autocannon against ceilings started here too (a bare Fastify hello-world, the same
 // with GET /health's headers, and a bare Fastify route running GET /tasks's SQL with plain
-// pg). Then health.underLoad, heavy pages, the login storm, the growth series and, with --soak, minutes
+// pg). Then health.underLoad, heavy pages, the login storm, the timing of unknown
+// against known accounts, the growth series and, with --soak, minutes
 // of mixed load; with --db=pglite, the same service on PostgreSQL for comparison.
 // Prints one table and writes bench/results.json. See `npm run bench -- --help` and
 // bench/README.md.
@@ -16,7 +17,7 @@
 //   health-under-load.ts  a lone /health probe from another process during GET /tasks load
 //   heavy-pages.ts  /health and another user's GET /tasks probed while one user's heaviest pages are fetched
 //   beside-postgres.ts    with --db=pglite, the same service on PostgreSQL for comparison
-//   metrics-cost.ts, storm.ts, soak.ts, growth.ts, profile-run.ts  the other parts
+//   metrics-cost.ts, storm.ts, timing.ts, soak.ts, growth.ts, profile-run.ts  the other parts
 //   report.ts       the table, results.json and the targets
 import { existsSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
@@ -42,6 +43,7 @@ import { runScenarios } from './scenarios.js'
 import { build, Service } from './service.js'
 import { runSoak } from './soak.js'
 import { runStorm } from './storm.js'
+import { runTiming } from './timing.js'
 
 const options = readOptions(process.argv.slice(2))
 const cleanups = new CleanUps()
@@ -86,6 +88,7 @@ async function main (): Promise<number> {
   if (wanted('heavy.pages')) await runHeavyPages(bench)
   if (wanted('metrics')) await runMetricsCost(bench)
   if (wanted('storm')) await runStorm(bench)
+  if (wanted('timing')) report.timing = await runTiming(bench)
   if (options.soak) await runSoak(bench)
   if (wanted('growth')) await runGrowth(bench)
 

@@ -118,3 +118,14 @@ export interface CeilingRun {
   spawnedAt: number
   others: number | undefined
 }
+
+/** Two kinds of request timed alternately (bench/timing.ts), in ms; ratio = first ÷ second. */
+export interface TimingPair { first: number, second: number, ratio: number }
+export interface Timing {
+  /** Medians: an unknown email, a wrong password. */
+  login: TimingPair
+  /** Medians: an unknown address, a known one. */
+  forgot: TimingPair
+  /** Lower quartiles of GET /auth/me sent right after: an unknown address, a known one. */
+  afterForgot: TimingPair
+}

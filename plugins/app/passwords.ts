@@ -68,7 +68,11 @@ export default fp(async function passwords (fastify) {
   metrics.gauge({ name: 'password_hashing_queue_depth', help: 'Hashes waiting for a free hashing thread', read: () => pool.queueSize })
   metrics.gauge({ name: 'password_hashing_in_pool', help: 'Hashes running or waiting; at password_hashing_capacity sign-ins are shed', read: () => inPool })
   metrics.gauge({ name: 'password_hashing_capacity', help: 'The most hashes running or waiting (BCRYPT_WORKERS + BCRYPT_QUEUE_MAX)', read: () => capacity })
+  // What the pool did, by operation: the work a sign-in costs whoever it is for (an unknown
+  // email compares against the dummy), countable from outside (test/accounts/equal-work.test.ts).
+  const runsTotal = metrics.counter({ name: 'password_hashing_runs_total', help: 'bcrypt operations handed to the hashing threads, by op (hash, compare)', labelNames: ['op'] as const })
   const run = async <T extends string | boolean>(task: BcryptTask): Promise<T> => {
+    runsTotal.inc({ op: task.op })
     inPool++
     try {
       return await pool.run(task) as T

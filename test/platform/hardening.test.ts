@@ -1,7 +1,7 @@
 // Hostile input: CSRF on cookie sessions, CORS, security headers, prototype pollution,
 // racing sign-ups, password bounds before hashing, a pattern that cannot backtrack.
 // (Rate limits: test/accounts/rate-limits.test.ts; load shedding: test/platform/shedding.test.ts; equal cost
-// for both kinds of failed sign-in: test/accounts/login-timing.test.ts.)
+// for both kinds of failed sign-in: test/accounts/equal-work.test.ts.)
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
