@@ -6,68 +6,14 @@
 // an endpoint, nothing of the SDK is loaded at all. On the embedded database one instance
 // stands behind the balancer's three slots (it cannot share its database); with DATABASE_URL two.
 import { randomBytes } from 'node:crypto'
-import { once } from 'node:events'
-import { createServer, type IncomingMessage } from 'node:http'
 import t from 'tap'
 import { TEST_SECRET, testDatabaseEnv, uniqueEmail, until } from '../support/helper.js'
+import { SPAN_KIND, startOtlpReceiver } from '../support/otlp-receiver.js'
 import { startHaproxy } from '../fleet/haproxy.js'
 import { startStripeStandIn } from '../support/stripe-stand-in.js'
 import { freePort, startServer, waitUntilUp, type Running } from './process.js'
 
-interface AnyValue { stringValue?: string, intValue?: number | string, boolValue?: boolean, doubleValue?: number }
-interface KeyValue { key: string, value: AnyValue }
-interface OtlpSpan { traceId: string, spanId: string, parentSpanId?: string, name: string, kind: number, attributes?: KeyValue[], status?: { code?: number } }
-interface OtlpExport { resourceSpans: Array<{ resource: { attributes: KeyValue[] }, scopeSpans: Array<{ spans: OtlpSpan[] }> }> }
-
-/** A span as received, its attributes and its resource's as plain values. */
-interface Span { traceId: string, spanId: string, parentSpanId: string, name: string, kind: number, status: number, attributes: Record<string, unknown>, resource: Record<string, unknown> }
-
-const SERVER = 2
-const CLIENT = 3
-
-const plain = (value: AnyValue): unknown =>
-  value.stringValue ?? (value.intValue !== undefined ? Number(value.intValue) : value.boolValue ?? value.doubleValue)
-const attributes = (list: KeyValue[] = []) => Object.fromEntries(list.map(({ key, value }) => [key, plain(value)]))
-
-/** An OTLP/HTTP receiver for traces, JSON bodies (what @opentelemetry/exporter-trace-otlp-http sends). */
-async function startReceiver (t: { teardown: (fn: () => unknown) => void }) {
-  const spans: Span[] = []
-  const bodies: string[] = []
-  const server = createServer((req: IncomingMessage, res) => {
-    let text = ''
-    req.setEncoding('utf8')
-    req.on('data', (chunk: string) => { text += chunk })
-    req.on('end', () => {
-      if (req.method !== 'POST' || req.url !== '/v1/traces' || req.headers['content-type'] !== 'application/json') {
-        res.writeHead(404).end()
-        return
-      }
-      bodies.push(text)
-      for (const { resource, scopeSpans } of (JSON.parse(text) as OtlpExport).resourceSpans) {
-        for (const { spans: list } of scopeSpans) {
-          for (const span of list) {
-            spans.push({
-              traceId: span.traceId,
-              spanId: span.spanId,
-              parentSpanId: span.parentSpanId ?? '',
-              name: span.name,
-              kind: span.kind,
-              status: span.status?.code ?? 0,
-              attributes: attributes(span.attributes),
-              resource: attributes(resource.attributes)
-            })
-          }
-        }
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
-    })
-  })
-  server.listen(0, '127.0.0.1')
-  await once(server, 'listening')
-  t.teardown(() => new Promise((resolve) => server.close(resolve)))
-  const { port } = server.address() as { port: number }
-  return { url: `http://127.0.0.1:${port}`, spans, bodies }
-}
+const { SERVER, CLIENT } = SPAN_KIND
 
 const hex = (bytes: number) => randomBytes(bytes).toString('hex')
 /** A caller's span: its W3C `traceparent`, sampled. */
@@ -98,7 +44,7 @@ const PASSWORD = 'correct horse battery staple'
 const PAYMENT_SECRET_KEY = `sk_test_${hex(12)}`
 
 t.test('a request across the balancer is one server span, child of the caller, with its statements and provider calls', async (t) => {
-  const receiver = await startReceiver(t)
+  const receiver = await startOtlpReceiver(t)
   const stripe = await startStripeStandIn()
   t.teardown(() => stripe.close())
   const database = await testDatabaseEnv(t)
@@ -209,7 +155,7 @@ t.test('a request across the balancer is one server span, child of the caller, w
 })
 
 t.test('without an endpoint nothing of the SDK is loaded and nothing is sent', async (t) => {
-  const receiver = await startReceiver(t)
+  const receiver = await startOtlpReceiver(t)
   const port = await freePort()
   const server = startServer({ ...await testDatabaseEnv(t), PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4', SHUTDOWN_DRAIN_MS: '0' }, PRELOAD)
   t.teardown(() => { server.child.kill('SIGKILL') })
