@@ -13,6 +13,7 @@ import {
   purgeProviderActions, scheduleProviderActionRetry, type ClaimedProviderAction
 } from '../db/billing.js'
 import type { Database } from '../db/types.js'
+import { detached } from '../jobs/scheduler.js'
 import { providerFailureOf, type BillingLog, type PaymentProvider } from './provider.js'
 
 /**
@@ -137,14 +138,15 @@ export function createProviderActionWorker ({ db, provider, log, retryBaseMs, le
     if (stopped || !started || wakeQueued) return
     wakeQueued = true
     // On a later turn: the embedded database runs its queries on this thread, so starting
-    // now would delay the answer of the request that queued the action.
-    setImmediate(() => {
+    // now would delay the answer of the request that queued the action. Outside its trace:
+    // this pass and the timers after it are no part of the webhook that woke the worker.
+    detached(() => setImmediate(() => {
       wakeQueued = false
       clearTimeout(timer)
       runOnce()
         .catch((err: unknown) => { log.error({ err }, 'billing provider actions: pass failed, trying again at the next poll') })
         .finally(() => { scheduleNext().catch(() => {}) })
-    })
+    }))
   }
 
   return {

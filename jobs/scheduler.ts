@@ -4,6 +4,11 @@
 // or SKIP LOCKED (the mail sender), or is idempotent (the purges). No Fastify inside: the
 // plugin (plugins/app/scheduler.ts) starts them when the app is ready and stops them before
 // the database closes. Why our own and not pg-boss: docs/email.md ("The queue").
+//
+// A job's passes run outside any trace: a timer or a promise started inside a request carries
+// the request's context (AsyncLocalStorage) into its callback, and into every timer that
+// callback starts, so a job once woken by a request would run every later pass as part of it.
+import { context, ROOT_CONTEXT } from '@opentelemetry/api'
 
 /** Pino's shape, the part used here. */
 export interface Logger {
@@ -46,6 +51,9 @@ export interface PeriodicJobOptions {
 
 const DEFAULT_STOP_GRACE_MS = 3_000
 
+/** Runs `fn` in the root context, as if at start-up: what it starts (timers, promises) belongs to no request. */
+export const detached = <T>(fn: () => T): T => context.with(ROOT_CONTEXT, fn)
+
 const waitAtMost = async (promise: Promise<unknown>, ms: number): Promise<void> => {
   let timer: NodeJS.Timeout | undefined
   await Promise.race([promise, new Promise((resolve) => { timer = setTimeout(resolve, ms) })])
@@ -73,19 +81,22 @@ export class PeriodicJob implements BackgroundJob {
   start (): void {
     if (this.#started || this.#stopping.signal.aborted) return
     this.#started = true
-    this.#trigger()
+    detached(() => this.#trigger())
   }
 
   wake (delayMs = 0): void {
     if (this.#stopping.signal.aborted) return
-    if (delayMs <= 0) return this.#trigger()
-    const timer = setTimeout(() => {
-      this.#wakeTimers.delete(timer)
-      this.#trigger()
-    }, delayMs).unref()
-    this.#wakeTimers.add(timer)
+    detached(() => {
+      if (delayMs <= 0) return this.#trigger()
+      const timer = setTimeout(() => {
+        this.#wakeTimers.delete(timer)
+        this.#trigger()
+      }, delayMs).unref()
+      this.#wakeTimers.add(timer)
+    })
   }
 
+  /** The pass runs in the caller's context (the caller awaits it); the passes after it do not. */
   async runOnce (): Promise<void> {
     while (this.#running !== undefined) await this.#running
     if (this.#stopping.signal.aborted) return
@@ -139,14 +150,16 @@ export class PeriodicJob implements BackgroundJob {
   /** After a pass: another at once if woken meanwhile, else the next at its time (once started). */
   #after (next: number | undefined): void {
     if (this.#stopping.signal.aborted) return
-    if (this.#again) {
-      setImmediate(() => this.#trigger())
-      return
-    }
-    if (!this.#started) return
-    clearTimeout(this.#timer)
-    const wait = Math.min(next ?? this.#options.intervalMs, this.#options.intervalMs)
-    this.#timer = setTimeout(() => this.#trigger(), wait).unref()
+    detached(() => {
+      if (this.#again) {
+        setImmediate(() => this.#trigger())
+        return
+      }
+      if (!this.#started) return
+      clearTimeout(this.#timer)
+      const wait = Math.min(next ?? this.#options.intervalMs, this.#options.intervalMs)
+      this.#timer = setTimeout(() => this.#trigger(), wait).unref()
+    })
   }
 }
 
