@@ -3,11 +3,11 @@
 // `Payment provider error`, logged with the provider's request id, never the key; the error
 // carries whether the provider refused the request for good (providerFailureOf), for the
 // callers that retry. Without a webhook secret, webhook verification refuses with 503
-// `Billing is not configured`. With a tracer (tracing on, plugins/tracing.ts), each call is a
+// `Billing is not configured`. With tracing on (plugins/tracing.ts), each call is a
 // client span of the request that made it.
 import { randomUUID } from 'node:crypto'
 import Stripe from 'stripe'
-import { SpanKind, SpanStatusCode, type Attributes, type Tracer } from '@opentelemetry/api'
+import { SpanKind, SpanStatusCode, type Attributes, type Tracer, type TracerProvider } from '@opentelemetry/api'
 import { ATTR_ERROR_TYPE, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT } from '@opentelemetry/semantic-conventions'
 import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../errors.js'
 import type { BillingLog, PaymentProvider, ProviderFailure } from './provider.js'
@@ -26,7 +26,8 @@ export interface StripeProviderOptions {
   webhookSecret?: string
   /** Where provider failures are logged. */
   log: BillingLog
-  tracer?: Tracer
+  /** With tracing on: a client span per call, in this module's instrumentation scope. */
+  tracerProvider?: TracerProvider
 }
 
 function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNetworkRetries: number): Stripe.StripeConfig {
@@ -90,7 +91,8 @@ async function call<T> (log: BillingLog, operation: string, fn: () => Promise<T>
   }
 }
 
-export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetworkRetries, appUrl, webhookSecret, log, tracer }: StripeProviderOptions): PaymentProvider {
+export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetworkRetries, appUrl, webhookSecret, log, tracerProvider }: StripeProviderOptions): PaymentProvider {
+  const tracer = tracerProvider?.getTracer('task-subscription-backend/billing/stripe-provider')
   const stripe = new Stripe(secretKey, stripeClientOptions(apiUrl, timeoutMs, maxNetworkRetries))
   const address = providerAddress(apiUrl)
   const portalReturnUrl = appUrl.replace(/\/+$/, '')

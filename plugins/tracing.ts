@@ -4,20 +4,20 @@
 // `traceparent` honoured, and the trace and span ids on every log line of the request. app.ts
 // registers it before anything else, so every hook and route is added after its own.
 //
-// Off, it costs nothing: the SDK is never imported, no hook is added, fastify.tracer is
+// Off, it costs nothing: the SDK is never imported, no hook is added, fastify.tracerProvider is
 // undefined and the database and the provider calls run unwrapped.
 //
 // Routes that write no per-request log line (probes, /metrics scrapes) are not traced either:
 // a balancer's checks would otherwise be most of the spans.
 import type {} from '@fastify/otel'
-import type { Tracer } from '@opentelemetry/api'
+import type { TracerProvider } from '@opentelemetry/api'
 import type { FastifyBaseLogger } from 'fastify'
 import fp from 'fastify-plugin'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** Where the service's own spans start; undefined when tracing is off. */
-    tracer: Tracer | undefined
+    /** Where the service's own spans start, each module's under its name; undefined when tracing is off. */
+    tracerProvider: TracerProvider | undefined
   }
 }
 
@@ -27,12 +27,12 @@ type PinoLogger = FastifyBaseLogger & { setBindings: (bindings: Record<string, s
 export default fp(async function tracing (fastify) {
   const endpoint = fastify.config.tracing.endpoint
   if (endpoint === undefined) {
-    fastify.decorate('tracer', undefined)
+    fastify.decorate('tracerProvider', undefined)
     return
   }
   const { startTracing } = await import('../tracing/sdk.js')
   const tracing = startTracing({ endpoint, serviceName: fastify.config.tracing.serviceName })
-  fastify.decorate('tracer', tracing.tracer)
+  fastify.decorate('tracerProvider', tracing.tracerProvider)
   fastify.addHook('onRoute', (route) => {
     if (route.config?.logRequest === false) route.config = { ...route.config, otel: false }
   })

@@ -4,7 +4,7 @@
 // across awaits by AsyncLocalStorage, and @fastify/otel, Fastify's own instrumentation, for the
 // span of each request.
 import { randomUUID } from 'node:crypto'
-import { context, propagation, type Tracer } from '@opentelemetry/api'
+import { context, propagation, type TracerProvider as TracerProviderApi } from '@opentelemetry/api'
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks'
 import { W3CTraceContextPropagator } from '@opentelemetry/core'
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
@@ -22,8 +22,11 @@ export interface TracingOptions {
 }
 
 export interface Tracing {
-  /** Where the service's own spans (database queries, provider calls) start. */
-  tracer: Tracer
+  /**
+   * Where the service's own spans (database statements, provider calls) start: each module
+   * that makes spans takes its tracer here under its own name, the spans' instrumentation scope.
+   */
+  tracerProvider: TracerProviderApi
   /** @fastify/otel's plugin: registered before any route or hook, it opens a span per request. */
   plugin: FastifyPluginCallback
   /** Sends the spans still batched and stops. */
@@ -72,7 +75,7 @@ export function startTracing (options: TracingOptions): Tracing {
   })
   instrumentation.setTracerProvider(provider)
   return {
-    tracer: provider.getTracer(options.serviceName),
+    tracerProvider: provider,
     plugin: instrumentation.plugin(),
     shutdown: async () => {
       instrumentation.disable()

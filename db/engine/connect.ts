@@ -4,7 +4,7 @@
 // (db/engine/timestamps.ts). The engine knows no table: the schema's types are db/types.ts.
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
-import type { Tracer } from '@opentelemetry/api'
+import type { TracerProvider } from '@opentelemetry/api'
 import { Kysely, PostgresDialect } from 'kysely'
 import pg from 'pg'
 import { MigrationLockAdapter } from './migrate.js'
@@ -51,7 +51,7 @@ export interface DatabaseOptions {
   /** Called with errors of idle pool clients (a restarted server, a killed backend), which would otherwise crash the process. */
   onPoolError?: (err: Error) => void
   /** With tracing on (plugins/tracing.ts): a span per statement (db/engine/query-spans.ts). */
-  tracer?: Tracer
+  tracerProvider?: TracerProvider
 }
 
 /** Connections at this moment, for the metrics (plugins/app/db.ts). */
@@ -135,7 +135,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
     // transaction mode they hold too: it keeps each client's TimeZone and DateStyle and sets
     // them on whichever server session runs its next transaction.
     pool.on('connect', (client) => { client.query(SESSION_SETTINGS).catch(onError) })
-    const db = new Kysely<DB>({ dialect: withQuerySpans(new ServiceDialect({ pool }), options.tracer) })
+    const db = new Kysely<DB>({ dialect: withQuerySpans(new ServiceDialect({ pool }), options.tracerProvider) })
     const poolStats = (): PoolStats => ({
       inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max
     })
@@ -171,7 +171,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
       settings: PGLITE_SETTINGS,
       queryTimeoutMs: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
       onFatal: options.onFatal
-    }), options.tracer)
+    }), options.tracerProvider)
   })
   const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
   return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, close: () => db.destroy() }

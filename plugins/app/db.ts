@@ -37,7 +37,7 @@ export default fp(async function db (fastify) {
     preparedStatements: config.db.preparedStatements,
     pooler: config.db.pooler,
     onPoolError: (err) => log.warn({ err }, 'idle database client failed'),
-    tracer: fastify.tracer,
+    tracerProvider: fastify.tracerProvider,
     // The embedded database's thread is gone: nothing can be served again. Every query
     // answers 503 (so /ready fails), requests in flight finish, and the server closes and
     // exits non-zero, for its supervisor to restart it.

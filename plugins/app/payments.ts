@@ -22,7 +22,7 @@ export default fp(async function payments (fastify) {
       appUrl: config.http.appUrl,
       webhookSecret: config.payments.webhookSecret,
       log: fastify.log,
-      tracer: fastify.tracer
+      tracerProvider: fastify.tracerProvider
     })
     : UNCONFIGURED_PROVIDER)
 }, { name: 'payments', dependencies: ['tracing'] })

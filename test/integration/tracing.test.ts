@@ -117,7 +117,9 @@ t.test('a request across the balancer is one server span, child of the caller, w
   t.ok(statements.length >= 2, `the database statements are its children (${statements.map((span) => span.name).join(', ')})`)
   for (const statement of statements) {
     t.equal(statement.kind, CLIENT)
-    t.equal(statement.name, statement.attributes['db.operation.name'])
+    const { 'db.operation.name': operation, 'db.collection.name': collection } = statement.attributes
+    t.equal(statement.name, collection === undefined ? operation : `${String(operation)} ${String(collection)}`, 'named by its operation and table')
+    t.equal(statement.scope, 'task-subscription-backend/db/engine/query-spans')
     t.type(statement.attributes['db.query.text'], 'string')
   }
   t.ok(statements.some((span) => /\$1/.test(String(span.attributes['db.query.text']))), 'statements as compiled, their values as placeholders')

@@ -1,14 +1,18 @@
 // Traces from the app in process, read from an OTLP receiver: background work stays out of the
 // trace of the request that woke it (issue 31: after one registration, every later pass of the
-// mail sender landed in that request's trace). The fleet's traces (caller's `traceparent`,
-// balancer, log lines) are test/integration/tracing.test.ts.
+// mail sender landed in that request's trace), statements' spans are named by what they do,
+// and their instrumentation scope is the module that makes them. The fleet's traces (caller's
+// `traceparent`, balancer, log lines) are test/integration/tracing.test.ts.
 import t from 'tap'
 import { Outbox } from '../../mail/outbox.js'
+import { describeStatement } from '../../db/engine/query-spans.js'
 import { build, registerUser, uniqueEmail } from '../support/helper.js'
 import { SPAN_KIND, startOtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 
-t.test('background passes stay out of the trace of the request that woke them', async (t) => {
+const DB_SCOPE = 'task-subscription-backend/db/engine/query-spans'
+
+t.test('background passes stay out of the waking request, and statements are named by their operation', async (t) => {
   const receiver = await startOtlpReceiver(t)
   const sink = await startSmtpSink()
   t.teardown(() => sink.close())
@@ -33,9 +37,14 @@ t.test('background passes stay out of the trace of the request that woke them', 
   const email = uniqueEmail('traced')
   const registered = await app.inject({ method: 'POST', url: '/auth/register', payload: { email, password: 'correct horse battery', name: 'Traced' } })
   t.equal(registered.statusCode, 201)
+  const auth = { authorization: `Bearer ${(registered.json() as { token: string }).token}` }
   await mailTo(email)
   for (const address of later) await mailTo(address)
 
+  // The hot statements: the token's user (a prepared statement on every request), a task list
+  // and a task created (prepared too).
+  t.equal((await app.inject({ method: 'POST', url: '/tasks', headers: auth, payload: { title: 'a traced task' } })).statusCode, 201)
+  t.equal((await app.inject({ method: 'GET', url: '/tasks', headers: auth })).statusCode, 200)
   // Sends the spans still batched.
   await app.close()
 
@@ -51,4 +60,39 @@ t.test('background passes stay out of the trace of the request that woke them', 
   t.same(describe(late), [], "nothing in the registration's trace began after its answer")
   const untraced = receiver.spans.filter((span) => !servers.some((server) => server.traceId === span.traceId))
   t.same(describe(untraced), [], "the sender's passes are no trace at all: every span is in a request's trace")
+
+  const statements = receiver.spans.filter((span) => span.attributes['db.system.name'] === 'postgresql')
+  t.ok(statements.length > 10, `statements were traced (${statements.length})`)
+  const misnamed = statements.filter((span) => {
+    const { 'db.operation.name': operation, 'db.collection.name': collection } = span.attributes
+    return typeof operation !== 'string' || !/^[A-Z]+$/.test(operation) ||
+      span.name !== (collection === undefined ? operation : `${operation} ${String(collection)}`)
+  })
+  t.same(describe(misnamed), [], 'every statement is named by its operation (and its table, when it names one)')
+  t.same([...new Set(statements.map((span) => span.scope))], [DB_SCOPE], 'their scope is the module that makes them')
+
+  const named = (server: ReceivedSpan, statement: string) =>
+    inTrace(server).find((span) => String(span.attributes['db.query.text']).startsWith(`/*statement:${statement}*/`))?.name
+  const list = serverOf('GET /tasks')
+  t.equal(named(list, 'user_for_token'), 'SELECT users', "the token's user, a prepared statement every request runs")
+  t.equal(named(list, 'tasks_page'), 'SELECT tasks', 'a page of tasks')
+  t.equal(named(serverOf('POST /tasks'), 'tasks_create'), 'INSERT tasks', 'a task created (with its usage event, in one statement)')
+  t.ok(inTrace(register).some((span) => span.name === 'INSERT users'), 'the account created: INSERT users')
+})
+
+t.test("a statement's operation and table, as the spans name them", async (t) => {
+  const cases: Array<[string, string | undefined, string | undefined]> = [
+    ['/*statement:user_for_token*/ select "users"."id" from "users" left join "sessions" on true where "users"."id" = $1', 'SELECT', 'users'],
+    ['with "task" as (insert into "tasks" ("title") values ($1) returning "id") select "id" from "task"', 'INSERT', 'tasks'],
+    ['with "counts" as (select count(*) from "tasks" where "user_id" = $1) select * from "counts"', 'SELECT', 'tasks'],
+    ['select extract(epoch from min("next_attempt_at") - now()) as "wait" from "email_outbox"', 'SELECT', 'email_outbox'],
+    ['select * from (select 1) as "x"', 'SELECT', undefined],
+    ['update "email_outbox" set "sent_at" = now() from "users" where "users"."id" = "email_outbox"."user_id"', 'UPDATE', 'email_outbox'],
+    ['delete from "public"."sessions" where "ended_at" < $1', 'DELETE', 'public.sessions'],
+    ['  -- a comment\n  begin', 'BEGIN', undefined],
+    ['select 1', 'SELECT', undefined],
+    ['', undefined, undefined],
+    ['/* only a comment */', undefined, undefined]
+  ]
+  for (const [sql, operation, collection] of cases) t.same(describeStatement(sql), { operation, collection }, sql || 'an empty statement')
 })
