@@ -152,7 +152,7 @@ t.test('deploy/haproxy.cfg matches compose and the service\'s settings', async (
     t.equal(m[3], /PORT=(\d+)/.exec(image)?.[1], 'on the image\'s PORT')
   }
   const bind = line(/^bind "\$\{HAPROXY_BIND-:(\d+)\}"$/)
-  t.same(services.balancer!.ports, [`${bind[0]?.[1]}:${bind[0]?.[1]}`], 'compose publishes the port the balancer listens on')
+  t.same(services.balancer!.ports, [`\${PUBLISH_ADDRESS:-127.0.0.1}:${bind[0]?.[1]}:${bind[0]?.[1]}`], 'compose publishes the port the balancer listens on (on loopback unless asked)')
 
   t.same(line(/^http-check send meth GET uri (\S+)/).map((m) => m[1]), ['/ready'], 'readiness, not liveness, is checked')
   const check = line(/^default-server check inter (\d+)ms fall (\d+) rise (\d+)/)[0]!

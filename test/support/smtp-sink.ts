@@ -1,5 +1,6 @@
 // A real SMTP server for the tests (nodemailer's smtp-server on 127.0.0.1), keeping what
-// arrives parsed by mailparser: tests read what actually crossed an SMTP connection.
+// arrives parsed by mailparser: tests read what actually crossed an SMTP connection. Also the
+// mail catcher of npm run mail:dev (scripts/mail-dev.ts).
 import { once } from 'node:events'
 import { simpleParser, type ParsedMail } from 'mailparser'
 import { SMTPServer } from 'smtp-server'
@@ -15,6 +16,8 @@ export interface ReceivedMail {
   /** The token of the message's reset or verification link, if any. */
   token: string | undefined
   link: string | undefined
+  /** Every http(s) link of the message, text and HTML, each once. */
+  links: string[]
   parsed: ParsedMail
 }
 
@@ -30,16 +33,27 @@ export interface SmtpSink {
   release: (drop?: boolean) => void
   /** Called when a message's data has arrived (held or not). */
   onData: (listener: () => void) => void
+  /** Called with each message as it is accepted. */
+  onMail: (listener: (mail: ReceivedMail) => void) => void
   close: () => Promise<void>
 }
 
 const LINK = /https?:\/\/\S+\?token=([\w-]+)/
+const TEXT_LINKS = /https?:\/\/[^\s<>"']+/g
+const HREFS = /href="(https?:\/\/[^"]+)"/g
+
+function linksOf (text: string, html: string): string[] {
+  const links = [...text.matchAll(TEXT_LINKS)].map((m) => m[0])
+  for (const m of html.matchAll(HREFS)) links.push(m[1]!.replaceAll('&amp;', '&'))
+  return [...new Set(links)]
+}
 
 /** `rejectRecipients`: addresses refused for good (550), as a server refuses an unknown mailbox. */
 export async function startSmtpSink (port = 0, options: { rejectRecipients?: RegExp } = {}): Promise<SmtpSink> {
   const received: ReceivedMail[] = []
   const waiters: Array<{ match: (mail: ReceivedMail) => boolean, resolve: (mail: ReceivedMail) => void }> = []
   const dataListeners: Array<() => void> = []
+  const mailListeners: Array<(mail: ReceivedMail) => void> = []
   let held: Array<(drop?: boolean) => void> | undefined
   const server = new SMTPServer({
     authOptional: true,
@@ -61,6 +75,7 @@ export async function startSmtpSink (port = 0, options: { rejectRecipients?: Reg
             return
           }
           const text = parsed.text ?? ''
+          const html = typeof parsed.html === 'string' ? parsed.html : ''
           const match = LINK.exec(text)
           const mail: ReceivedMail = {
             to: Array.isArray(parsed.to) ? parsed.to.map((a) => a.text).join(', ') : parsed.to?.text ?? '',
@@ -68,13 +83,15 @@ export async function startSmtpSink (port = 0, options: { rejectRecipients?: Reg
             from: parsed.from?.text ?? '',
             subject: parsed.subject ?? '',
             text,
-            html: typeof parsed.html === 'string' ? parsed.html : '',
+            html,
             token: match?.[1],
             link: match?.[0],
+            links: linksOf(text, html),
             parsed
           }
           received.push(mail)
           callback()
+          for (const listener of mailListeners) listener(mail)
           for (const waiter of [...waiters]) {
             if (waiter.match(mail)) {
               waiters.splice(waiters.indexOf(waiter), 1)
@@ -113,6 +130,7 @@ export async function startSmtpSink (port = 0, options: { rejectRecipients?: Reg
       for (const accept of waiting) accept(drop)
     },
     onData (listener) { dataListeners.push(listener) },
+    onMail (listener) { mailListeners.push(listener) },
     close: () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
 }

@@ -1,9 +1,11 @@
 // A local stand-in for the Stripe API calls the service makes (billing/stripe-provider.ts, via
 // PAYMENT_API_URL): their state in memory, Stripe's answers and errors, every request recorded,
-// failures and slowness on demand. The routes are here; HTTP, objects, form parsing in
-// test/stripe-stand-in/.
+// failures and slowness on demand; on request, Stripe's hosted checkout and portal pages too
+// (npm run stripe:dev). The routes are here; HTTP, objects, form parsing, pages in
+// test/support/stripe-stand-in/.
 import { ApiError, invalid, missingParam, noSuch } from './stripe-stand-in/errors.js'
 import { optionalString, parseBoolean, readMetadata, rejectUnknown } from './stripe-stand-in/form.js'
+import { hostedPages, type HostedActions, type HostedPagesOptions } from './stripe-stand-in/hosted-pages.js'
 import { serve, type Failure, type PendingFailure, type PendingHold, type RequestMatch, type Route } from './stripe-stand-in/http.js'
 import { ids, now } from './stripe-stand-in/ids.js'
 import {
@@ -69,9 +71,19 @@ export interface CreateSubscriptionOptions {
   quantity?: number
 }
 
+export interface StripeStandInOptions {
+  /** Default 0: a free port. */
+  port?: number
+  /**
+   * Serve the checkout and portal pages at the session URLs (else they name hosts nobody
+   * serves), their buttons delivering the events to this webhook.
+   */
+  hostedPages?: HostedPagesOptions
+}
+
 type Obj = Record<string, any>
 
-export async function startStripeStandIn (): Promise<StripeStandIn> {
+export async function startStripeStandIn (options: StripeStandInOptions = {}): Promise<StripeStandIn> {
   const calls: RecordedCall[] = []
   const failures: PendingFailure[] = []
   const holds: PendingHold[] = []
@@ -80,6 +92,10 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
   const checkoutSessions = new Map<string, any>()
   const subscriptions = new Map<string, any>()
   const prices = new Map<string, any>()
+  /** Portal sessions by their URL's path (Stripe keeps none retrievable; the hosted portal page needs them). */
+  const portalSessions = new Map<string, any>()
+  /** The base URL of the hosted pages, once the server listens, when it serves them. */
+  let pagesUrl: string | undefined
   /** What a checkout session was opened for; not part of the session object itself. */
   const sessionExtras = new Map<string, { price: Obj, quantity: number, subscriptionMetadata: Obj }>()
 
@@ -165,7 +181,8 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
       clientReferenceId,
       metadata: readMetadata(params.metadata),
       successUrl: optionalString(params.success_url, 'success_url') ?? null,
-      cancelUrl: optionalString(params.cancel_url, 'cancel_url') ?? null
+      cancelUrl: optionalString(params.cancel_url, 'cancel_url') ?? null,
+      ...(pagesUrl !== undefined && { pagesUrl })
     })
     const first = lineItems[0] as { price: Obj, quantity: number }
     checkoutSessions.set(session.id, session)
@@ -186,7 +203,9 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
     const customer = optionalString(params.customer, 'customer')
     if (!customer) throw missingParam('customer')
     if (!customers.has(customer)) throw noSuch('customer', customer, 'customer', 400)
-    return portalSessionObject(customer, optionalString(params.return_url, 'return_url') ?? null)
+    const session = portalSessionObject(customer, optionalString(params.return_url, 'return_url') ?? null, pagesUrl)
+    portalSessions.set(new URL(session.url).pathname, session)
+    return session
   }
 
   function updateSubscription (subscription: Obj, params: Obj): Obj {
@@ -254,7 +273,22 @@ export async function startStripeStandIn (): Promise<StripeStandIn> {
       `Unrecognized request URL (${method}: ${path}). Please see https://stripe.com/docs or we can help at https://support.stripe.com/.`)
   }
 
-  const server = await serve(route, calls, failures, holds)
+  const actions: HostedActions = {
+    checkoutSession: (id) => checkoutSessions.get(id),
+    completeCheckout,
+    portalSession: (path) => portalSessions.get(path),
+    customer: (id) => customers.get(id),
+    subscriptionsOf: (customer) => [...subscriptions.values()].filter((s) => s.customer === customer),
+    cancelAtPeriodEnd (id) {
+      const subscription = find(subscriptions, 'subscription', id)
+      const previous = { cancel_at_period_end: subscription.cancel_at_period_end, cancel_at: subscription.cancel_at, canceled_at: subscription.canceled_at }
+      return { subscription: structuredClone(updateSubscription(subscription, { cancel_at_period_end: 'true' })), previous }
+    },
+    cancelNow: (id) => structuredClone(cancelSubscription(find(subscriptions, 'subscription', id)))
+  }
+  const pages = options.hostedPages && hostedPages(actions, options.hostedPages)
+  const server = await serve(route, calls, failures, holds, { ...(options.port !== undefined && { port: options.port }), ...(pages && { pages }) })
+  if (pages) pagesUrl = server.url
   return {
     url: server.url,
     calls,

@@ -54,6 +54,15 @@ interface Incoming {
 /** Answers one API request (throws ApiError for Stripe's error answers). */
 export type Route = (method: string, path: string, params: Obj) => Obj
 
+/** Serves a request outside the API (`/v1/…`): Stripe's hosted pages (hosted-pages.ts). Not recorded. */
+export type PageHandler = (req: IncomingMessage, res: ServerResponse) => Promise<void>
+
+export interface ServeOptions {
+  /** Default 0: a free port. */
+  port?: number
+  pages?: PageHandler
+}
+
 function checkAuth (header: string | undefined): void {
   if (!header) {
     throw new ApiError(401, 'invalid_request_error',
@@ -77,11 +86,14 @@ function send (res: ServerResponse, status: number, body: string, headers: Recor
 }
 
 /**
- * Serves `route` on 127.0.0.1 at a free port. Every request is pushed to `calls`; one that a
- * hold in `holds` applies to waits until it is released; then one that a failure in
- * `failures` applies to takes it instead of an answer.
+ * Serves `route` on 127.0.0.1 at a free port (or `options.port`). Every API request is pushed
+ * to `calls`; one that a hold in `holds` applies to waits until it is released; then one that
+ * a failure in `failures` applies to takes it instead of an answer. Other paths go to
+ * `options.pages` when given.
  */
-export async function serve (route: Route, calls: RecordedCall[], failures: PendingFailure[], holds: PendingHold[]): Promise<{ url: string, close: () => Promise<void> }> {
+export async function serve (
+  route: Route, calls: RecordedCall[], failures: PendingFailure[], holds: PendingHold[], options: ServeOptions = {}
+): Promise<{ url: string, close: () => Promise<void> }> {
   const idempotent = new Map<string, { method: string, path: string, fingerprint: string, status: number, body: string }>()
   /** Keys of the requests being carried out (held, or running) now. */
   const inFlight = new Set<string>()
@@ -90,6 +102,10 @@ export async function serve (route: Route, calls: RecordedCall[], failures: Pend
   let closing = false
 
   async function handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (options.pages !== undefined && !(req.url ?? '/').startsWith('/v1/')) {
+      await options.pages(req, res)
+      return
+    }
     const chunks: Buffer[] = []
     for await (const chunk of req) chunks.push(chunk as Buffer)
     const raw = Buffer.concat(chunks).toString('utf8')
@@ -197,7 +213,7 @@ export async function serve (route: Route, calls: RecordedCall[], failures: Pend
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
       server.off('error', reject)
       resolve()
     })

@@ -164,9 +164,13 @@ export function subscriptionObject (fields: SubscriptionFields): Obj {
   }
 }
 
+/** Where the hosted pages are: Stripe-like hosts nobody serves, unless the stand-in serves them (hosted-pages.ts). */
+const CHECKOUT_PAGES = 'https://checkout.stripe.test'
+const PORTAL_PAGES = 'https://billing.stripe.test'
+
 /** An open subscription-mode checkout session, paid through `url` within a day. */
 export function checkoutSessionObject (fields: {
-  customer: string | null, total: number, clientReferenceId: string | null, metadata: Obj, successUrl: string | null, cancelUrl: string | null
+  customer: string | null, total: number, clientReferenceId: string | null, metadata: Obj, successUrl: string | null, cancelUrl: string | null, pagesUrl?: string
 }): Obj {
   const id = ids.checkoutSession()
   const created = now()
@@ -228,7 +232,7 @@ export function checkoutSessionObject (fields: {
     success_url: fields.successUrl,
     total_details: { amount_discount: 0, amount_shipping: 0, amount_tax: 0 },
     ui_mode: 'hosted_page',
-    url: `https://checkout.stripe.test/c/pay/${id}`,
+    url: `${fields.pagesUrl ?? CHECKOUT_PAGES}/c/pay/${id}`,
     wallet_options: null
   }
 }
@@ -256,7 +260,7 @@ export function completedSessionFields (customer: Obj, subscription: string, inv
   }
 }
 
-export function portalSessionObject (customer: string, returnUrl: string | null): Obj {
+export function portalSessionObject (customer: string, returnUrl: string | null, pagesUrl = PORTAL_PAGES): Obj {
   return {
     id: ids.portalSession(),
     object: 'billing_portal.session',
@@ -269,6 +273,6 @@ export function portalSessionObject (customer: string, returnUrl: string | null)
     locale: null,
     on_behalf_of: null,
     return_url: returnUrl,
-    url: `https://billing.stripe.test/p/session/test_${randomChars(40)}`
+    url: `${pagesUrl}/p/session/test_${randomChars(40)}`
   }
 }
