@@ -19,8 +19,9 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
 
   fastify.get('', {
-    // Pages run up to PAGE_BYTES: one user's pages are built one at a time (plugins/app/user-turns.ts).
-    config: { answersPerUser: 1 },
+    // Pages run up to PAGE_BYTES: the pages of a user whose pages are heavy (past an eighth of
+    // that) are built one at a time (plugins/app/user-turns.ts).
+    config: { answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8 },
     schema: {
       tags: ['tasks'],
       operationId: 'listTasks',

@@ -131,7 +131,7 @@ t.test('a request whose client goes leaves the line; one that goes while its ans
   t.equal(started(), 1 + WAITING_PER_USER, 'the request that left the line was never built')
 })
 
-t.test('GET /tasks: one user\'s concurrent pages come one at a time, each whole; another user\'s page meanwhile', async (t) => {
+t.test('GET /tasks: a light user\'s concurrent pages are all answered, each whole; another user\'s page meanwhile', async (t) => {
   const { app } = await gatedApp(t)
   const alice = await registerUser(app)
   const bob = await registerUser(app)
@@ -145,10 +145,68 @@ t.test('GET /tasks: one user\'s concurrent pages come one at a time, each whole;
   const bobs = pages.pop()!
   t.equal(bobs.statusCode, 200)
   t.equal(json(bobs).total, 0)
-  // However the requests interleave, one page running and WAITING_PER_USER waiting hold all of them.
+  // Light pages (5 tasks) take no turns (linedAfterBytes): more requests than a line holds are all answered.
   for (const page of pages) {
     t.equal(page.statusCode, 200)
     t.equal(json(page).total, 5)
     t.equal(json(page).data.length, 5)
   }
+})
+
+t.test('linedAfterBytes: a user takes turns only after an answer past that size; light users go straight through', async (t) => {
+  const config = await testConfig(t, { MAX_CONNECTIONS_PER_ADDRESS: '1000' })
+  const app = Fastify(serverOptions(config))
+  app.register(fp(serviceApp), { config })
+  let running = 0
+  let most = 0
+  let gate = { wait: Promise.resolve(), open: () => {} }
+  const shut = () => { let open!: () => void; gate = { wait: new Promise<void>((resolve) => { open = resolve }), open } }
+  app.register(async (instance) => {
+    instance.get('/test/sized', {
+      config: { answersPerUser: 1, linedAfterBytes: 1000 },
+      schema: {
+        querystring: Type.Object({ bytes: Type.Integer({ minimum: 0, maximum: 10_000 }) }, { additionalProperties: false }),
+        response: { 200: Type.Object({ success: Type.Literal(true), filler: Type.String() }) }
+      }
+    }, async (request) => {
+      running++
+      most = Math.max(most, running)
+      await gate.wait
+      running--
+      return { success: true as const, filler: 'x'.repeat(request.query.bytes) }
+    })
+  })
+  t.teardown(() => app.close())
+  await app.ready()
+  const alice = await registerUser(app)
+  const get = (bytes: number) => app.inject({ method: 'GET', url: `/test/sized?bytes=${bytes}`, headers: alice.auth })
+
+  // Light answers: the user's requests are built at once, however many.
+  shut()
+  const light = Array.from({ length: WAITING_PER_USER + 5 }, () => get(10))
+  await until(() => running === WAITING_PER_USER + 5, 'every light request built at once')
+  gate.open()
+  t.same(new Set((await Promise.all(light)).map((r) => r.statusCode)), new Set([200]), 'none waits or is refused')
+
+  // One answer past the size: from then on the user's answers are built one at a time.
+  t.equal((await get(2000)).statusCode, 200)
+  most = 0
+  shut()
+  const lined = Array.from({ length: WAITING_PER_USER + 3 }, () => get(10))
+  await until(() => running === 1, 'the first is built')
+  const { settled, pending } = await fire(lined, 2)
+  t.same(settled.filter((s) => s !== undefined).map((r) => r.statusCode), [429, 429], `one running, ${WAITING_PER_USER} waiting, the rest refused`)
+  gate.open()
+  const answered = await Promise.all(pending)
+  t.equal(answered.length, WAITING_PER_USER + 1)
+  t.same(new Set(answered.map((r) => r.statusCode)), new Set([200]))
+  t.equal(most, 1, 'never two of the heavy user\'s answers at once')
+
+  // Another user is not lined by alice's heavy answer.
+  const bob = await registerUser(app)
+  shut()
+  const bobs = [0, 1, 2].map(() => app.inject({ method: 'GET', url: '/test/sized?bytes=10', headers: bob.auth }))
+  await until(() => running === 3, 'bob\'s three requests built at once')
+  gate.open()
+  t.same((await Promise.all(bobs)).map((r) => r.statusCode), [200, 200, 200])
 })
