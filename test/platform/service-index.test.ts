@@ -1,9 +1,13 @@
 // What a newcomer meets at the service's address: GET / says where to go, /favicon.ico is no
-// 404, and neither is part of the documented API.
+// 404, neither is part of the documented API, and the document's version is package.json's.
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
 import t from 'tap'
 import { json, sharedApp } from '../support/helper.js'
+import { PROJECT_ROOT } from '../support/paths.js'
 
 const app = await sharedApp()
+const { version } = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string }
 
 t.test('GET / answers 200 in the envelope, pointing to the reference page and the health check', async (t) => {
   const res = await app.inject({ method: 'GET', url: '/' })
@@ -24,4 +28,11 @@ t.test('neither is in the OpenAPI document', async (t) => {
   const doc = json(await app.inject({ method: 'GET', url: '/openapi.json' }))
   t.notOk('/' in doc.paths, 'GET / is not part of the API')
   t.notOk('/favicon.ico' in doc.paths)
+})
+
+t.test('the document\'s version is package.json\'s, served and committed', async (t) => {
+  const doc = json(await app.inject({ method: 'GET', url: '/openapi.json' }))
+  t.equal(doc.info.version, version, 'served document')
+  const committed = JSON.parse(readFileSync(join(PROJECT_ROOT, 'openapi.json'), 'utf8')) as { info: { version: string } }
+  t.equal(committed.info.version, version, 'committed openapi.json')
 })
