@@ -23,7 +23,8 @@ import { join } from 'node:path'
 export function productionNodeFlags (root: string): string[] {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts?: { start?: string } }
   const start = pkg.scripts?.start ?? ''
-  const match = /^node((?: --[\w-]+(?:=\S+)?)*) dist\/server\.js$/.exec(start)
-  if (match === null) throw new Error(`package.json "start" is not "node [--flags] dist/server.js": ${start}`)
+  // `exec`: the shell npm runs the script in becomes node, so npm's SIGTERM reaches the server.
+  const match = /^exec node((?: --[\w-]+(?:=\S+)?)*) dist\/server\.js$/.exec(start)
+  if (match === null) throw new Error(`package.json "start" is not "exec node [--flags] dist/server.js": ${start}`)
   return match[1]!.split(' ').filter(Boolean)
 }

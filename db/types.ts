@@ -5,6 +5,8 @@ import type { TaskStatus } from '../schemas/tasks.js'
 
 // Read as ISO-8601 strings (db/engine/timestamps.ts); written as a Date or a string.
 type Timestamp = ColumnType<string, Date | string | undefined, Date | string>
+/** A timestamp without a default: every insert sets it. */
+type RequiredTimestamp = ColumnType<string, Date | string, Date | string>
 type NullableTimestamp = ColumnType<string | null, Date | string | null | undefined, Date | string | null>
 
 export interface UsersTable {
@@ -106,7 +108,7 @@ export interface TasksTable {
 export interface RevokedTokensTable {
   jti: string
   user_id: string
-  expires_at: Timestamp
+  expires_at: RequiredTimestamp
 }
 
 export interface UsageEventsTable {
@@ -120,7 +122,7 @@ export interface UsageEventsTable {
 export interface PaymentEventsTable {
   id: string
   type: string
-  provider_created_at: Timestamp
+  provider_created_at: RequiredTimestamp
   received_at: Timestamp
 }
 
@@ -178,7 +180,7 @@ export interface EmailTokensTable {
   user_id: string
   purpose: EmailTokenPurpose
   email: string
-  expires_at: Timestamp
+  expires_at: RequiredTimestamp
   used_at: NullableTimestamp
   created_at: Timestamp
 }
@@ -211,7 +213,7 @@ export interface SessionsTable {
   user_agent: string | null
   created_at: Timestamp
   last_seen_at: Timestamp
-  expires_at: Timestamp
+  expires_at: RequiredTimestamp
   ended_at: NullableTimestamp
 }
 
@@ -236,7 +238,7 @@ export interface OidcFlowsTable {
   return_to: string
   link_user_id: string | null
   link_session_id: string | null
-  expires_at: Timestamp
+  expires_at: RequiredTimestamp
 }
 
 export interface SignInCodesTable {
@@ -244,7 +246,7 @@ export interface SignInCodesTable {
   user_id: string
   provider: string
   browser_hash: string
-  expires_at: Timestamp
+  expires_at: RequiredTimestamp
 }
 
 export interface SecurityEventsTable {
@@ -255,7 +257,8 @@ export interface SecurityEventsTable {
   provider: string | null
   address: string | null
   user_agent: string | null
-  day: ColumnType<string, never, never>
+  /** The UTC day a failed sign-in counts under (a `date`: both drivers read it as a Date). */
+  day: ColumnType<Date, never, never>
   count: Generated<number>
   created_at: Generated<string>
 }

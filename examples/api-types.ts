@@ -2304,7 +2304,7 @@ export interface operations {
     listTasks: {
         parameters: {
             query?: {
-                status?: components["schemas"]["TaskStatus"];
+                status?: "todo" | "in-progress" | "completed";
                 /** @description Page size (a normal user's every task by default) */
                 limit?: number;
                 /** @description Tasks to skip */

@@ -13,8 +13,11 @@ import type { Database } from '../db/types.js'
 import { PeriodicJob, type BackgroundJob, type Logger, type PassSignals } from '../jobs/scheduler.js'
 import { composeForSending, type ComposedEmail, type OutboxContext } from './outbox.js'
 
-/** Hands one message to the mail server (or the log); rejects when it was not accepted. */
-export type Deliver = (email: ComposedEmail, signal: AbortSignal) => Promise<void>
+/**
+ * Hands one message to the mail server (or the log); rejects when it was not accepted.
+ * Resolves 'logged' when it only went into the log (development without SMTP_URL).
+ */
+export type Deliver = (email: ComposedEmail, signal: AbortSignal) => Promise<void | 'logged'>
 
 export interface MailSenderOptions {
   db: Kysely<Database>
@@ -141,8 +144,9 @@ export class MailSender implements BackgroundJob {
       log.warn({ emailId: email.id, kind: email.kind }, 'email dropped: its link no longer works')
       return
     }
+    let delivered: void | 'logged'
     try {
-      await deliver(composed, AbortSignal.any([shutdown, AbortSignal.timeout(SEND_TIMEOUT_MS)]))
+      delivered = await deliver(composed, AbortSignal.any([shutdown, AbortSignal.timeout(SEND_TIMEOUT_MS)]))
     } catch (err) {
       const error = this.#clip(String((err as Error).message ?? err))
       if (shutdown.aborted) {
@@ -161,8 +165,9 @@ export class MailSender implements BackgroundJob {
       log.warn({ emailId: email.id, kind: email.kind, attempts: email.attempts, retryInMs: delay, err }, 'email not sent: will retry')
       return
     }
+    // Done with either way; the log says which, after the transport's line with the link.
     await outcome.sent()
-    log.info({ emailId: email.id, kind: email.digest ? 'security_digest' : email.kind, attempts: email.attempts, ...(email.digest && { notices: rows.length }) }, 'email sent')
+    log.info({ emailId: email.id, kind: email.digest ? 'security_digest' : email.kind, attempts: email.attempts, ...(email.digest && { notices: rows.length }) }, delivered === 'logged' ? 'email logged, not sent (SMTP_URL is not set)' : 'email sent')
   }
 
   #clip (text: string): string {

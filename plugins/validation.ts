@@ -27,7 +27,8 @@ const AJV_OPTIONS: Options = {
   allErrors: true,
   // parentSchema on errors, so our `errorMessage` keyword can be read back.
   verbose: true,
-  keywords: ['errorMessage'],
+  // errorMessage: ours (errors.ts); x-examples: @fastify/swagger's parameter examples, an annotation.
+  keywords: ['errorMessage', 'x-examples'],
   uriResolver: fastUri,
   addUsedSchema: false
 }

@@ -1,4 +1,7 @@
 // OpenAPI 3 generated from the route schemas; served at /openapi.json (routes/openapi.ts).
+import { existsSync, readFileSync } from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import swagger, { type SwaggerOptions } from '@fastify/swagger'
 import type { FastifyInstance } from 'fastify'
 import type { OpenAPIV3_1 as OpenApi } from 'openapi-types'
@@ -9,7 +12,7 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
     openapi: '3.1.0',
     info: {
       title: 'Task and subscription backend',
-      version: '1.0.0',
+      version: packageVersion(),
       // A private service (package.json: private, no license); SPDX's form for a license of one's own.
       license: { name: 'Proprietary', identifier: 'LicenseRef-Proprietary' },
       description: 'Accounts, tasks, preferences and subscription billing. Every JSON body uses the envelope ' +
@@ -40,6 +43,18 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
     ? shareErrorResponses(stripErrorMessages(document.openapiObject) as OpenApi.Document)
     : document.swaggerObject
 })
+
+/**
+ * The service's version, package.json's: the nearest package.json above this file, which is
+ * the project's from the sources, from dist/ (the image copies it beside dist/) and from a
+ * test build under .tap/.
+ */
+function packageVersion (from = dirname(fileURLToPath(import.meta.url))): string {
+  const file = join(from, 'package.json')
+  if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version
+  if (dirname(from) === from) throw new Error('no package.json above plugins/external/swagger')
+  return packageVersion(dirname(from))
+}
 
 // The name under components.responses of the error envelope at each status.
 const ERROR_RESPONSE_NAMES: Record<string, string> = {

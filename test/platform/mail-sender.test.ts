@@ -12,7 +12,7 @@ import { linkKeyFrom, type OutboxContext } from '../../mail/outbox.js'
 import { hashToken } from '../../token-hash.js'
 import { MailQueue } from '../../mail/queue.js'
 import { MailSender, type MailSenderOptions } from '../../mail/sender.js'
-import { smtpTransport } from '../../mail/transports.js'
+import { logTransport, smtpTransport } from '../../mail/transports.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 
@@ -69,6 +69,20 @@ t.test('a welcome queued in a transaction is sent by runOnce, with a working lin
   const [row] = await outboxOf(user.id)
   t.ok(row!.sent_at, 'marked sent')
   t.same([row!.text_body, row!.html_body, row!.link_nonce], [null, null, null], 'bodies and nonce blanked')
+})
+
+t.test('without SMTP_URL the message is logged with its link, and the log never says it was sent', async (t) => {
+  const sender = newSender({ deliver: logTransport(log) })
+  const queue = new MailQueue(db, context, sender)
+  const user = await newUser()
+  await queue.transaction((tx, outbox) => outbox.welcome(user))
+  const from = logged.length
+  await sender.runOnce()
+  const lines = logged.slice(from)
+  t.match(lines, [{ msg: 'email (SMTP_URL is not set: logged, not sent)', obj: { to: user.email, link: /verify-email\?token=/ } }], 'the transport logs it with its link')
+  t.ok(lines.some((line) => line.msg === 'email logged, not sent (SMTP_URL is not set)'), 'the sender says the same')
+  t.notOk(lines.some((line) => /\bsent\b/.test(line.msg) && !/not sent/.test(line.msg)), 'and no line says it was sent')
+  t.notOk(sink.received.some((m) => m.to === user.email), 'nothing reached a mail server')
 })
 
 t.test('the queue wakes the sender once after a commit that queued mail, and never on a rollback or an empty transaction', async (t) => {
