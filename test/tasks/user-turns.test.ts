@@ -173,13 +173,16 @@ t.test('linedAfterBytes: a user takes turns only after an answer past that size;
       most = Math.max(most, running)
       await gate.wait
       running--
-      return { success: true as const, filler: 'x'.repeat(request.query.bytes) }
+      return { success: true as const, filler: 'x'.repeat((request.query as { bytes: number }).bytes) }
     })
   })
   t.teardown(() => app.close())
   await app.ready()
   const alice = await registerUser(app)
-  const get = (bytes: number) => app.inject({ method: 'GET', url: `/test/sized?bytes=${bytes}`, headers: alice.auth })
+  const get = async (bytes: number) => {
+    const res = await app.inject({ method: 'GET', url: `/test/sized?bytes=${bytes}`, headers: alice.auth })
+    return Object.assign(res, { status: res.statusCode })
+  }
 
   // Light answers: the user's requests are built at once, however many.
   shut()
