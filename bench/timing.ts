@@ -1,7 +1,7 @@
 // Whether an account exists must not show in the time its answer takes. The tests count the
-// equal work (test/accounts/equal-work.test.ts: one bcrypt comparison either way, the same
-// statement after "forgot" either way); the times themselves are measured here, against the
-// service as production runs it, where a noisy moment costs a figure and not a red suite.
+// equal work (test/accounts/equal-work.test.ts: one bcrypt comparison either way;
+// accounts-service.test.ts: the same statement after "forgot" either way); the times
+// themselves are measured here, against the service as production runs it, where a noisy moment costs a figure and not a red suite.
 // - sign-in: an unknown email and a wrong password, sent alternately, medians compared;
 // - "forgot password": an unknown and a known address, medians compared; then the request
 //   sent right after each answer (GET /auth/me), lower quartiles compared, since work begun in
@@ -10,11 +10,11 @@
 // queueing the reset mail inside the request was ×2.5–3).
 import type { Bench } from './context.js'
 import { fmt, log, step } from './log.js'
+import { JSON_HEADERS } from './requests.js'
 import { emailOf, PASSWORD } from './seed.js'
 import type { Timing, TimingPair } from './types.js'
 
 const TRIES = 20
-const JSON_HEADERS = { 'content-type': 'application/json' }
 
 const quantile = (xs: number[], q: number): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * q)]!
 const pair = (first: number, second: number): TimingPair => ({ first, second, ratio: first / second })
