@@ -17,6 +17,30 @@ const fileProvider = new FileMigrationProvider({
   import: (file: string) => import(pathToFileURL(file).href)
 })
 
+/** Kysely's migration files: its FileMigrationProvider takes these extensions (not declarations). */
+const MIGRATION_FILE = /(?<!\.d)\.(?:[cm]?ts|[cm]?js)$/
+
+/**
+ * Whether the database has applied exactly the migrations of the folder, in one query and no
+ * migration module loaded: what every start of an up-to-date instance (a restart, a rolling
+ * deploy, a new instance of a fleet) asks before migrating, which otherwise takes a
+ * transaction, the lock, the migrator's table checks and an import of every migration (issue
+ * 30). Anything else (a migration pending, one the folder lacks, no table yet) answers false,
+ * and the migrator then does what it always did, errors included.
+ */
+export async function schemaIsCurrent (db: Kysely<any>): Promise<boolean> {
+  const files = (await fs.readdir(MIGRATION_FOLDER)).filter((name) => MIGRATION_FILE.test(name))
+  const names = files.map((name) => name.slice(0, name.lastIndexOf('.'))).sort()
+  let applied: string[]
+  try {
+    const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(db)
+    applied = rows.map((row) => row.name)
+  } catch {
+    return false
+  }
+  return applied.length === names.length && applied.every((name, i) => name === names[i])
+}
+
 export function createMigrator (db: Kysely<any>, provider: MigrationProvider = fileProvider): Migrator {
   return new Migrator({ db, provider })
 }

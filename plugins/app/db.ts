@@ -7,7 +7,7 @@
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
 import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/engine/connect.js'
-import { migrateToLatest } from '../../db/engine/migrate.js'
+import { migrateToLatest, schemaIsCurrent } from '../../db/engine/migrate.js'
 import { DatabaseSetupError } from '../../db/engine/pooler-check.js'
 import type { Database } from '../../db/types.js'
 import { ServiceUnavailableError } from '../../errors.js'
@@ -53,7 +53,12 @@ export default fp(async function db (fastify) {
   let migrated = false
   let retry: NodeJS.Timeout | undefined
   const migrate = async () => {
-    await handle.checkSessions()
+    // Both at once: neither changes anything, and a start of an up-to-date instance needs no more.
+    const [current] = await Promise.all([schemaIsCurrent(handle.db), handle.checkSessions()])
+    if (current) {
+      migrated = true
+      return
+    }
     const { results } = await migrateToLatest(handle.db)
     for (const migration of results ?? []) {
       log.info({ migration: migration.migrationName, status: migration.status }, 'migration applied')

@@ -4,7 +4,7 @@ import { sql } from 'kysely'
 import t from 'tap'
 import { createDatabase } from '../../db/engine/connect.js'
 import type { Database } from '../../db/types.js'
-import { createMigrator, migrateToLatest } from '../../db/engine/migrate.js'
+import { createMigrator, migrateToLatest, schemaIsCurrent } from '../../db/engine/migrate.js'
 import { testDatabaseEnv } from '../support/helper.js'
 
 const env = await testDatabaseEnv(t)
@@ -90,4 +90,25 @@ t.test('the pending-email migration records an identity\'s address only where th
   t.match(rows.find((r) => r.id === kept), { account_email: String }, 'linked under the address it still has: recorded')
   t.equal(rows.find((r) => r.id === kept)?.account_email, rows.find((r) => r.id === kept)?.email)
   t.equal(rows.find((r) => r.id === moved)?.account_email, null, 'the address changed since: none, so the next reset removes it')
+})
+
+t.test('one query tells a start whether the migrator must run: only when the applied migrations are exactly the folder\'s', async (t) => {
+  t.equal(await schemaIsCurrent(db), true, 'every migration of the folder applied')
+  const down = await createMigrator(db).migrateDown()
+  t.ok(down.results?.[0]?.migrationName, 'the last one undone')
+  t.equal(await schemaIsCurrent(db), false, 'one pending')
+  await migrateToLatest(db)
+  t.equal(await schemaIsCurrent(db), true, 'applied again')
+  const newer = '2099-01-01T00-00-00_from-a-newer-version'
+  await sql`insert into kysely_migration (name, timestamp) values (${newer}, ${new Date().toISOString()})`.execute(db)
+  t.teardown(() => sql`delete from kysely_migration where name = ${newer}`.execute(db).then(() => undefined))
+  t.equal(await schemaIsCurrent(db), false, 'one applied that the folder lacks: the migrator decides (and refuses)')
+  await sql`delete from kysely_migration where name = ${newer}`.execute(db)
+  // A database no migration has run on: the table is missing, and the answer is "migrate", not an error.
+  await db.transaction().execute(async (trx) => {
+    await sql`alter table kysely_migration rename to kysely_migration_aside`.execute(trx)
+    t.equal(await schemaIsCurrent(trx), false, 'no migration table yet')
+    throw new Error('roll back')
+  }).catch((err: Error) => { if (err.message !== 'roll back') throw err })
+  t.equal(await schemaIsCurrent(db), true, 'rolled back: the table is there again')
 })
