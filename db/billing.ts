@@ -264,11 +264,13 @@ export async function countProviderActions (db: Kysely<Database>): Promise<{ pen
 /** Milliseconds until the next waiting action is due (0 when one is due now), or null when none waits. */
 export async function msUntilNextProviderAction (db: Kysely<Database>): Promise<number | null> {
   const row = await db.selectFrom('billing_provider_actions')
-    .select(sql<number | null>`greatest(0, ceil(extract(epoch from (min(greatest(next_attempt_at, coalesce(locked_until, next_attempt_at))) - now())) * 1000))::int`.as('wait'))
+    // Clamped here, not with greatest(0, …): PostgreSQL's greatest ignores a NULL, so with no
+    // action waiting it answered 0, and the worker polled every 10 ms (issue 30).
+    .select(sql<number | null>`ceil(extract(epoch from (min(greatest(next_attempt_at, coalesce(locked_until, next_attempt_at))) - now())) * 1000)::int`.as('wait'))
     .where('done_at', 'is', null)
     .where('failed_at', 'is', null)
     .executeTakeFirstOrThrow()
-  return row.wait === null ? null : Number(row.wait)
+  return row.wait === null ? null : Math.max(0, Number(row.wait))
 }
 
 /** Housekeeping: done actions after 30 days, given-up ones after 90. */

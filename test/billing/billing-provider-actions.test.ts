@@ -3,8 +3,10 @@
 // failing provider is retried until the call is done; a refusal meant for good is given up
 // with an error for the operator, not retried for days; and a subscription that has ended
 // (or is gone) at the provider means the cancel is done.
-import { sql } from 'kysely'
+import { sql, type KyselyPlugin } from 'kysely'
 import t from 'tap'
+import { createProviderActionWorker } from '../../billing/provider-actions.js'
+import { msUntilNextProviderAction } from '../../db/billing.js'
 import { billingSetup, WEBHOOK_SECRET } from '../support/billing-setup.js'
 import { uniqueEmail, until } from '../support/helper.js'
 import { checkoutSessionCompleted } from '../support/stripe-events.js'
@@ -189,6 +191,23 @@ t.test('a cancel the provider refuses is given up at once, one failing for 7 day
   const gauge = await app.metrics.registry.getSingleMetric('billing_provider_actions')!.get()
   const failed = gauge.values.find((v) => v.labels.state === 'failed')?.value ?? 0
   t.ok(failed >= 2, `the failed gauge counts them (${failed})`)
+})
+
+t.test('with no action waiting the worker is idle: a pass, then the next poll 30 s later, not a query every 10 ms', async (t) => {
+  await sql`update billing_provider_actions set done_at = coalesce(done_at, now()) where failed_at is null`.execute(app.db)
+  t.equal(await msUntilNextProviderAction(app.db), null, 'nothing waits: no time until the next one (it answered 0)')
+  const statements: string[] = []
+  const counting: KyselyPlugin = {
+    transformQuery: (args) => { statements.push(args.node.kind); return args.node },
+    transformResult: async (args) => args.result
+  }
+  const worker = createProviderActionWorker({ db: app.db.withPlugin(counting), provider: app.payments, log: app.log, retryBaseMs: 10, leaseMs: 60_000 })
+  worker.start()
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  await worker.stop()
+  // The first pass: one claim (nothing due), the housekeeping's two deletes, the look for the next due action.
+  t.ok(statements.length <= 4, `${statements.length} statements in half a second (${[...new Set(statements)].join(', ')})`)
+  t.equal(statements.filter((kind) => kind === 'UpdateQueryNode').length, 1, 'one claim')
 })
 
 t.test('no secret or token in the log lines', async (t) => {
