@@ -42,6 +42,20 @@ function postgresPids (database: string | undefined): number[] {
   return pids
 }
 
+/** CPU ticks of the PostgreSQL backends serving `database` (the server's own helpers left out). */
+export function backendTicks (database: string): number {
+  let ticks = 0
+  for (const pid of postgresPids(database)) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(` ${database} `)) continue
+    } catch {
+      continue
+    }
+    ticks += processTicks(pid) ?? 0
+  }
+  return ticks
+}
+
 export class CpuWatch {
   constructor (private readonly ours: () => number[], private readonly database: string | undefined) {}
 

@@ -15,7 +15,7 @@ export async function runGrowth ({ options, service, runs, accounts, requests, r
       return r
     }, (r) => r.others)
     report.growth.push({ totalTasks: total, userTasks, p50: m.result.p50, p99: m.result.p99 })
-    report.row(`growth: ${label}`, m.result, m.rssMB, m.eventLoop?.p99 ?? null, '', null, m.others)
+    report.row(`growth: ${label}`, { ...m.result, cpuUs: m.cpuUs }, m.rssMB, m.eventLoop?.p99 ?? null, '', null, m.others)
     report.errors += m.result.errors
   }
   const showPlan = (plan: string) => log(plan.split('\n').map((line) => `    | ${line}`).join('\n'))

@@ -35,7 +35,7 @@ export async function runMetricsCost ({ options, service, runs, requests, report
   if (pairs > 1) log(`  metrics on/off: ratios of the ${pairs} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
   const ratio = Math.round(1000 * median.ratio) / 1000
   report.metricsCost = { offRps: median.off.result.rps, onRps: median.on.result.rps, ratio, pairRatios: byRatio.map((p) => Math.round(1000 * p.ratio) / 1000) }
-  report.row('tasks.list, metrics off', median.off.result, median.off.rssMB, median.off.eventLoop?.p99 ?? null, '', null, median.off.others)
-  report.row('tasks.list, metrics on', median.on.result, median.on.rssMB, median.on.eventLoop?.p99 ?? null, 'metrics off', ratio, median.on.others)
+  report.row('tasks.list, metrics off', { ...median.off.result, cpuUs: median.off.cpuUs }, median.off.rssMB, median.off.eventLoop?.p99 ?? null, '', null, median.off.others)
+  report.row('tasks.list, metrics on', { ...median.on.result, cpuUs: median.on.cpuUs }, median.on.rssMB, median.on.eventLoop?.p99 ?? null, 'metrics off', ratio, median.on.others)
   for (const p of measured) report.errors += p.off.result.errors + p.on.result.errors
 }

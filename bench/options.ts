@@ -20,8 +20,10 @@ export const HELP = `npm run bench -- [options]
   --users=N              seeded users (default 1000; --quick 200)
   --tasks=N              tasks per seeded user (default 50)
   --soak                 also 5 minutes of mixed load, RSS before/after (--soak-minutes=N)
-  --only=a,b             only these parts: ceilings, <scenario names>, health.underLoad (a /health
-                         probe every 100 ms during GET /tasks load), heavy.pages (/health and
+  --only=a,b             only these parts: idle (the service's CPU, and its database's
+                         transactions, with no request to serve), ceilings, <scenario names>, health.underLoad (a /health
+                         probe every 50 ms during GET /tasks load as 20 users seeded through the
+                         API), heavy.pages (/health and
                          another user's GET /tasks probed while 4 connections fetch a user's
                          1,000 tasks of 10,000-character descriptions), metrics (GET /tasks with
                          metrics served and without), storm, timing (an unknown account's
@@ -31,13 +33,16 @@ export const HELP = `npm run bench -- [options]
                          where the CPU went during the measured window, per request
   --env=KEY=VALUE        extra service environment (repeatable), e.g. --env=BCRYPT_WORKERS=2
   --skip-build           use the project's dist/ as it is (default: a clean build in a temporary directory)
+  --service=DIR          measure the service built in DIR instead (another commit's checkout with its
+                         node_modules and dist/, e.g. a git worktree), with this benchmark and node flags
   --out=FILE             results file (default bench/results.json; --quick: bench/results-quick.json;
                          --db=pglite adds -pglite; the results-*.json names are gitignored)
   --quiet-wait=N         before each run, wait up to N s for other processes on the machine to
                          use under 0.25 cores (default 60; --quick 2); what they used is reported
   --retries=N            measure a run again, up to N times, when other processes used ≥ 0.25
                          cores during it; the quietest attempt counts (default 2; --quick 0)
-  --assert-targets       exit 1 when a target of the performance issue is missed (default: only on errors)
+  --assert-targets       exit 1 when a target of the performance issues is missed (default: only on
+                         errors); with --quick only the targets a run of seconds tells (marked *)
 `
 
 export const PROFILE_TARGETS: readonly string[] = [...SCENARIOS, 'ceiling.database', 'ceiling.framework', 'ceiling.framework+headers']
@@ -69,6 +74,7 @@ export function readOptions (args: string[]): Options {
       profile: { type: 'string' },
       env: { type: 'string', multiple: true },
       'skip-build': { type: 'boolean', default: false },
+      service: { type: 'string' },
       out: { type: 'string' },
       'assert-targets': { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
@@ -129,6 +135,7 @@ export function readOptions (args: string[]): Options {
     soak: opts.soak,
     env,
     skipBuild: opts['skip-build'],
+    serviceRoot: opts.service === undefined ? undefined : path.resolve(opts.service),
     out,
     assertTargets: opts['assert-targets']
   }

@@ -3,7 +3,7 @@
 // with the service's RSS peak and event-loop delay and the cores other processes used;
 // measured again (--retries) when those were too many, or when the service died.
 import type { CleanUps } from './cleanup.js'
-import { CpuWatch } from './cpu.js'
+import { CpuWatch, processTicks } from './cpu.js'
 import { runLoad, type LoadResult, type Request } from './load.js'
 import { fmt, log } from './log.js'
 import type { Managed } from './proc.js'
@@ -13,7 +13,21 @@ import type { Options, RunOptions, Window } from './types.js'
 /** Cores used by other processes above which a run counts as disturbed. */
 export const NOISY = 0.25
 
-export interface Measured { result: LoadResult, rssMB: number, eventLoop: EventLoop | undefined, others: number | undefined, window: Window }
+export interface Measured {
+  result: LoadResult
+  rssMB: number
+  eventLoop: EventLoop | undefined
+  others: number | undefined
+  window: Window
+  /** The service process's own CPU time (user + system, all its threads) ÷ responses, µs; null where /proc is not. */
+  cpuUs: number | null
+}
+
+/** CPU time of `pid` (all its threads) per response between two readings of processTicks, µs. */
+export function cpuPerResponse (before: number | undefined, after: number | undefined, responses: number): number | null {
+  if (before === undefined || after === undefined || responses === 0) return null
+  return Math.round((after - before) * 10_000 / responses)
+}
 
 /** One request by hand before a run; what was wrong with its answer, if anything. */
 export async function smoke (base: string, request: Request): Promise<string | undefined> {
@@ -89,12 +103,14 @@ export class Runs {
     await service.eventLoop()
     service.sampler.beginWindow()
     const from = Date.now()
+    const ticksBefore = processTicks(service.proc!.pid)
     const result = await runLoad({ url: service.url, connections, duration: options.duration ?? this.options.duration, requests, timeout: options.timeout })
+    const cpuUs = cpuPerResponse(ticksBefore, processTicks(service.proc!.pid), result.responses)
     const window = { from, to: Date.now() }
     const peak = service.sampler.endWindow()
     const eventLoop = await service.eventLoop()
     const others = stopCpu()
     if (!service.alive()) throw new ServiceDied(`the service died during ${name} (exit ${String(await service.proc?.exited)}):\n${service.proc?.output.tail.join('\n') ?? ''}`)
-    return { result, rssMB: peak, eventLoop, others, window }
+    return { result, rssMB: peak, eventLoop, others, window, cpuUs }
   }
 }

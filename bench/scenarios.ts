@@ -61,8 +61,8 @@ export async function runScenarios ({ options, runs, requests, ceilings, report 
       m = await runs.stable(name, async () => { const r = await run(); describe(name, r); return r }, (r) => r.others)
     }
     if (name === 'webhook' && requests.webhooks.signedLate > 0) log(`  (webhook: ${requests.webhooks.signedLate} deliveries signed during the run, the pool ran out)`)
-    report.scenarios.push({ name, rps: m.result.rps, p50: m.result.p50, p99: m.result.p99, errors: m.result.errors, rssMB: Math.round(m.rssMB), ceiling, ratio, ...extra })
-    report.row(name, m.result, m.rssMB, m.eventLoop?.p99 ?? null, ceiling ?? '', ratio, m.others)
+    report.scenarios.push({ name, rps: m.result.rps, p50: m.result.p50, p99: m.result.p99, errors: m.result.errors, cpuUs: m.cpuUs, rssMB: Math.round(m.rssMB), ceiling, ratio, ...extra })
+    report.row(name, { ...m.result, cpuUs: m.cpuUs }, m.rssMB, m.eventLoop?.p99 ?? null, ceiling ?? '', ratio, m.others)
     if (extra.ratioToSameHeaders !== undefined) report.row(`${name} vs same headers`, m.result, null, null, 'framework+headers', extra.ratioToSameHeaders)
     report.errors += m.result.errors
   }

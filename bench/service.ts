@@ -144,6 +144,15 @@ export class Service {
     this.sampler.attach(this.proc.pid)
   }
 
+  /** Stops the service and starts it again on the same database (its schema now current): ms to the first /health 200. */
+  async timedRestart (): Promise<number> {
+    await this.waitIdle()
+    await this.stop()
+    const t = Date.now()
+    await this.start()
+    return Date.now() - t
+  }
+
   async stop (): Promise<void> {
     const proc = this.proc
     if (proc === undefined) return

@@ -43,7 +43,7 @@ export async function runStorm ({ options, service, runs, requests, report }: Be
     rejected: loginResult.errors
   }
   report.storm = storm
-  report.row('storm: tasks.list without', without.result, without.rssMB, without.eventLoop?.p99 ?? null, '', null, without.others)
+  report.row('storm: tasks.list without', { ...without.result, cpuUs: without.cpuUs }, without.rssMB, without.eventLoop?.p99 ?? null, '', null, without.others)
   report.row('storm: tasks.list with', during, stormRss, stormLoop?.p99 ?? null, '', null, stormOthers)
   report.row(`storm: logins (${STORM_CLIENTS} clients)`, { ...loginResult, rps: storm.loginsPerSec }, null, null, '', null)
   report.errors += without.result.errors + during.errors + loginResult.errors

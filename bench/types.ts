@@ -1,6 +1,7 @@
 // The shapes the benchmark's modules share, and the scenario names, in one module that imports
 // none of the others (but load.ts's result type): so they import each other one way only. The
 // report types a part's results from here, not from the part, which is handed the report.
+import type { Idle } from './idle.js'
 import type { LoadResult } from './load.js'
 
 export type DbKind = 'postgres' | 'pglite'
@@ -42,6 +43,8 @@ export interface Options {
   /** Extra service environment (--env). */
   env: Record<string, string>
   skipBuild: boolean
+  /** --service: another build to measure (its dist/server.js), instead of this project's. */
+  serviceRoot: string | undefined
   /** The results file, absolute. */
   out: string
   assertTargets: boolean
@@ -75,15 +78,23 @@ export interface Accounts {
 export interface ProbeResult { count: number, p50: number, p99: number, max: number, failures: number }
 
 export interface HealthUnderLoad extends ProbeResult {
-  /** GET /tasks meanwhile. */
+  /** GET /tasks meanwhile, as the users seeded through the API (bench/api-seeded.ts). */
   loadRps: number
   loadErrors: number
+  /** The service's CPU time ÷ GET /tasks responses, µs. */
+  loadCpuUs: number | null
+  /** How many users the load rotated through. */
+  users: number
 }
 
 /** The health probe's figures with GET /tasks load on the embedded database beside PostgreSQL's. */
 export interface BesidePostgres {
   /** Start-up to the first 200 on /health, fresh database (migrations included), ms. */
   startupMs: number
+  /** Start-up again on the same database, its schema current, ms. */
+  startupCurrentMs: number
+  /** The service with no request to serve (bench/idle.ts). */
+  idle: Idle | undefined
   tasksList: { rps: number, p50: number, p99: number, errors: number } | undefined
   healthUnderLoad: HealthUnderLoad | undefined
   peakRssMB: number
