@@ -25,6 +25,7 @@ export const ERROR_CATALOG = {
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
   FORBIDDEN: [403, 'Forbidden'],
   RECENT_SIGN_IN_REQUIRED: [403, 'Sign in again to do this: it needs a sign-in within the last 15 minutes'],
+  INSUFFICIENT_SCOPE: [403, 'This credential may not do this'],
   EMAIL_NOT_VERIFIED: [403, 'Verify your email address first'],
   NOT_FOUND: [404, 'Not found'],
   TASK_NOT_FOUND: [404, 'Task not found'],
@@ -80,6 +81,7 @@ export const VerificationTokenInvalidError = appError('VERIFICATION_TOKEN_INVALI
 export const EmailAlreadyVerifiedError = appError('EMAIL_ALREADY_VERIFIED')
 export const PasswordNotSetError = appError('PASSWORD_NOT_SET')
 export const RecentSignInRequiredError = appError('RECENT_SIGN_IN_REQUIRED')
+export const InsufficientScopeError = appError('INSUFFICIENT_SCOPE')
 export const EmailNotVerifiedError = appError('EMAIL_NOT_VERIFIED')
 export const SignInCodeInvalidError = appError('SIGN_IN_CODE_INVALID')
 export const ProviderNotFoundError = appError('PROVIDER_NOT_FOUND')

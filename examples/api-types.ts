@@ -645,7 +645,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "RECENT_SIGN_IN_REQUIRED" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "RECENT_SIGN_IN_REQUIRED" | "INSUFFICIENT_SCOPE" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -801,6 +801,11 @@ export interface components {
             updatedAt: string;
             /** @description A new address waiting for its confirmation (the link sent to it): until then `email` signs in and receives mail; null when none */
             pendingEmail: string | null;
+        };
+        CurrentProfileResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Profile"];
         };
         ProfileResponse: {
             /** @enum {boolean} */
@@ -1466,7 +1471,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ProfileResponse"];
+                    "application/json": components["schemas"]["CurrentProfileResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -9,7 +9,7 @@ import { ExchangeBody, Identity, IdentityList, LinkStarted, ProviderList } from 
 import { OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod } from '../schemas/sessions.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import {
-  AuthResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
+  AuthResponse, CurrentProfileResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
   TrustDeviceBody, User, UserResponse, VerifyEmailBody
 } from '../schemas/users.js'
 
@@ -17,7 +17,7 @@ import {
 export const SHARED_SCHEMAS = [
   ErrorCode, ErrorResponse,
   TaskStatus, Task, TaskResponse, TaskList, CreateTaskBody, UpdateTaskBody,
-  EmailAddress, User, UserResponse, AuthResponse, Profile, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
+  EmailAddress, User, UserResponse, AuthResponse, Profile, CurrentProfileResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
   ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody, DeviceLinkBody, TrustDeviceBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,

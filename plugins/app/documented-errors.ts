@@ -19,7 +19,9 @@ export default fp(async function documentedErrors (fastify) {
     const shared: ErrorStatus[] = [400, 500, 503]
     if (route.config?.rateLimit !== false) shared.push(429)
     if (parsesBody) shared.push(413, 415)
-    if (route.config?.public !== true) shared.push(...(parsesBody ? [401, 403] as const : [401] as const))
+    // 403: a cookie from another site (unsafe methods), scopes not held.
+    const forbids = parsesBody || route.config?.scopes !== undefined
+    if (route.config?.public !== true) shared.push(...(forbids ? [401, 403] as const : [401] as const))
     const own = { ...(schema.response as Record<string, { description?: string }> | undefined) }
     const twice = shared.filter((status) => String(status) in own)
     if (twice.length > 0) {

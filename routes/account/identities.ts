@@ -29,7 +29,7 @@ const identities: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: ref(LinkStarted), ...errorResponses(404) }
     }
   }, async (request, reply) => {
-    const started = await providerSignIn.startLink(clientOf(request), { user: request.user, token: request.presentedToken! }, request.params.id, request.query.returnTo)
+    const started = await providerSignIn.startLink(clientOf(request), { user: request.user, token: request.principal.session! }, request.params.id, request.query.returnTo)
     if ('error' in started) throw new ServiceUnavailableError()
     fastify.bindToBrowser(reply, started.binding)
     return { success: true as const, data: { url: started.url } }

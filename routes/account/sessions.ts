@@ -40,7 +40,7 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const rows = await fastify.sessions.list(request.user.id)
-    return { success: true as const, data: rows.map((row) => toSession(row, request.presentedToken!.jti)) }
+    return { success: true as const, data: rows.map((row) => toSession(row, request.principal.session!.jti)) }
   })
 
   fastify.delete('/sessions/:id', {
@@ -55,7 +55,7 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     await fastify.sessions.end(request.user.id, request.params.id, clientOf(request))
-    if (request.params.id === request.presentedToken!.jti) fastify.clearAuthCookie(reply)
+    if (request.params.id === request.principal.session!.jti) fastify.clearAuthCookie(reply)
     return { success: true as const, data: null }
   })
 
