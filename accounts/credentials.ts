@@ -14,7 +14,7 @@ import type { PresentedToken } from './sessions.js'
 
 export interface Principal {
   user: UserRow
-  /** The session the credential is; null for one that is no session (an API key). */
+  /** The session the credential is (how and when its holder proved who they are); null for one that is no session (an API key). */
   session: PresentedToken | null
   /** What it may do: every scope for a session; an API key only its own. */
   scopes: 'all' | ReadonlySet<string>
@@ -59,8 +59,8 @@ const MAX_JTI_LENGTH = 255
 
 /**
  * The session token (ours, or one signed elsewhere with the documented claims): the user and
- * the token's session in one query (db/users.ts, userForToken), so reading it costs what the
- * token check always cost. Takes every credential: keep it last.
+ * the token's session in one query (db/users.ts, userForToken), the step-up's facts included,
+ * so reading it costs what the token check always cost. Takes every credential: keep it last.
  */
 export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependencies): CredentialReader {
   return {
@@ -90,7 +90,11 @@ export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependenci
         session: {
           jti: claims.jti,
           exp: claims.exp,
-          hasSession: session !== null
+          iat: claims.iat,
+          hasSession: session !== null,
+          // A token signed elsewhere says nothing of how its holder signed in: `external`, as of its `iat` (§6).
+          methods: session?.methods ?? ['external'],
+          verifiedAt: session === null ? claims.iat * 1000 : Date.parse(session.verifiedAt)
         }
       }
     }

@@ -2,14 +2,15 @@
 // sign-in, a registration, a password reset, an identity provider's exchange and the renewal
 // after a password change (next: passkeys) each hand the user and what they proved to
 // `complete`, which decides whether that is enough (the second factor of an account that has
-// one will be decided here, §3, and nowhere else), starts the session and signs its token. Routes call it and hand what it returns to
+// one will be decided here, §3, and nowhere else), starts the session with how and when its
+// holder proved who they are, and signs its token. Routes call it and hand what it returns to
 // the answer (fastify.answerSignIn, plugins/app/authenticate.ts); nothing else signs a token.
 // No Fastify here: the signer is a port the jwt plugin fills (plugins/app/sign-in.ts).
 import { randomUUID } from 'node:crypto'
 import type { Client } from '../client-address.js'
-import type { SessionMethod, UserRow } from '../db/types.js'
+import type { AuthMethod, SessionMethod, UserRow } from '../db/types.js'
 import { earliestTokenIat } from '../db/users.js'
-import type { Sessions } from './sessions.js'
+import type { PresentedToken, Sessions } from './sessions.js'
 
 /** What a way in proved. */
 export type Proof =
@@ -24,9 +25,9 @@ export type Proof =
 
 /**
  * A signed-in user changed their password (checking the current one): every session ended, and
- * the caller's is renewed. Never asks for a second factor.
+ * the caller's is renewed with the factors it had proved. Never asks for a second factor.
  */
-export interface Renewal { way: 'password-change' }
+export interface Renewal { way: 'password-change', session: PresentedToken }
 
 export interface SignedIn {
   outcome: 'signed-in'
@@ -35,7 +36,7 @@ export interface SignedIn {
   token: string
   /** How long the token lives, seconds: the cookie's Max-Age. */
   maxAgeSeconds: number
-  session: { id: string }
+  session: { id: string, methods: AuthMethod[], authenticatedAt: Date }
 }
 
 /**
@@ -73,24 +74,37 @@ const SESSION_METHOD: Record<Proof['way'] | Renewal['way'], SessionMethod> = {
   'password-change': 'password'
 }
 
+function methodsOf (proof: Proof | Renewal): AuthMethod[] {
+  switch (proof.way) {
+    case 'provider': return ['provider']
+    // The password again, and what the renewed session had proved besides (`external` says nothing).
+    case 'password-change': return [...new Set<AuthMethod>(['password', ...proof.session.methods.filter((m) => m !== 'external')])]
+    default: return ['password']
+  }
+}
+
 export function signInDoor ({ sessions, sign, tokenLifetimeSeconds }: SignInDependencies): SignInDoor {
   async function complete (client: Client, user: UserRow, proof: Proof | Renewal): Promise<SignInOutcome> {
+    const methods = methodsOf(proof)
     const now = Date.now()
     // Within the second of a password change, `iat` is the next second (db/users.ts, earliestTokenIat).
     const iat = Math.max(Math.floor(now / 1000), earliestTokenIat(user))
     const id = randomUUID()
+    const authenticatedAt = new Date(now)
     // The session outlives its token by a minute: its row, ended or not, is never purged while the token works.
     await sessions.start({
       id,
       userId: user.id,
       method: SESSION_METHOD[proof.way],
+      methods,
+      authenticatedAt,
       ...(proof.way === 'provider' && { provider: proof.provider }),
       client,
       expiresAt: new Date((iat + tokenLifetimeSeconds + 60) * 1000)
     })
     // Exactly the claims of spec §5.1 plus `jti`, so other holders of the secret can read and sign the same tokens.
     const token = sign({ sub: user.id, email: user.email, jti: id, iat })
-    return { outcome: 'signed-in', user, token, maxAgeSeconds: tokenLifetimeSeconds, session: { id } }
+    return { outcome: 'signed-in', user, token, maxAgeSeconds: tokenLifetimeSeconds, session: { id, methods, authenticatedAt } }
   }
   return { complete: complete as SignInDoor['complete'] }
 }

@@ -50,7 +50,7 @@ export interface paths {
         };
         /**
          * The caller's live sessions, newest first
-         * @description Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires (7 days), or the password changes. `current` marks the session of the token that asked. At most 100.
+         * @description Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires (7 days), or the password changes. `methods`: the factors its holder proved; `authenticatedAt`, `steppedUpAt`: when. `current` marks the session of the token that asked. At most 100.
          */
         get: operations["listSessions"];
         put?: never;
@@ -1003,10 +1003,17 @@ export interface components {
          * @enum {string}
          */
         SessionMethod: "password" | "registration" | "password-reset" | "provider" | "external";
+        /**
+         * @description A factor a session's holder proved: a password, a TOTP code, a recovery code, a passkey, an identity provider's sign-in, or `external`: a token signed elsewhere with the documented claims, which says nothing of how
+         * @enum {string}
+         */
+        AuthMethod: "password" | "totp" | "recovery" | "passkey" | "provider" | "external";
         Session: {
             /** @description The session's id (its token's `jti`) */
             id: string;
             method: components["schemas"]["SessionMethod"];
+            /** @description How it was signed in: the factors its holder proved */
+            methods: components["schemas"]["AuthMethod"][];
             /** @description The identity provider's id, for method `provider` */
             provider: string | null;
             /**
@@ -1014,6 +1021,16 @@ export interface components {
              * @description ISO-8601 date-time
              */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When it signed in (a token signed elsewhere: its `iat`)
+             */
+            authenticatedAt: string;
+            /**
+             * Format: date-time
+             * @description Its last step-up, or null
+             */
+            steppedUpAt: string | null;
             /**
              * Format: date-time
              * @description The last authenticated request, to the minute

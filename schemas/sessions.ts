@@ -1,6 +1,6 @@
 // Sessions and the security-events feed (docs/sessions.md).
 import { Type, type Static } from 'typebox'
-import { Nullable, ref, Timestamp } from './common.js'
+import { Nullable, NullableTimestamp, ref, Timestamp } from './common.js'
 
 export const SessionMethod = Type.Enum(['password', 'registration', 'password-reset', 'provider', 'external'], {
   $id: 'SessionMethod',
@@ -9,11 +9,22 @@ export const SessionMethod = Type.Enum(['password', 'registration', 'password-re
     'or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session'
 })
 
+export const AuthMethod = Type.Enum(['password', 'totp', 'recovery', 'passkey', 'provider', 'external'], {
+  $id: 'AuthMethod',
+  type: 'string',
+  description: 'A factor a session\'s holder proved: a password, a TOTP code, a recovery code, a passkey, an identity provider\'s sign-in, ' +
+    'or `external`: a token signed elsewhere with the documented claims, which says nothing of how'
+})
+export type AuthMethod = Static<typeof AuthMethod>
+
 export const Session = Type.Object({
   id: Type.String({ description: 'The session\'s id (its token\'s `jti`)' }),
   method: ref(SessionMethod),
+  methods: Type.Array(ref(AuthMethod), { description: 'How it was signed in: the factors its holder proved' }),
   provider: Nullable(Type.String(), 'The identity provider\'s id, for method `provider`'),
   createdAt: Timestamp,
+  authenticatedAt: { ...Timestamp, description: 'When it signed in (a token signed elsewhere: its `iat`)' },
+  steppedUpAt: { ...NullableTimestamp, description: 'Its last step-up, or null' },
   lastSeenAt: { ...Timestamp, description: 'The last authenticated request, to the minute' },
   address: Nullable(Type.String(), 'The client\'s address at sign-in'),
   userAgent: Nullable(Type.String(), 'The client\'s User-Agent at sign-in, cut to 512 characters'),

@@ -54,7 +54,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     const { user, pendingEmail, deviceCookie, passwordChanged } = await accounts.changeProfile(client, request.user, parseProfileChange(request.body))
     // Every session ended with the old password: the caller's is renewed. The auth cookie first: clients that read one Set-Cookie find the token.
     const token = passwordChanged
-      ? fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'password-change' })).token
+      ? fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'password-change', session: request.principal.session! })).token
       : undefined
     if (deviceCookie !== undefined) fastify.rememberDevice(reply, deviceCookie)
     return { success: true as const, data: toProfile(user, pendingEmail), ...(token !== undefined && { token }) }
