@@ -7,7 +7,7 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import { listSecurityEvents, recordFailedSignIn, recordSecurityEvent } from '../db/security-events.js'
 import { voidSignInState } from '../db/identities.js'
-import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions } from '../db/sessions.js'
+import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions, recordStepUp } from '../db/sessions.js'
 import { revokeToken } from '../db/revoked-tokens.js'
 import type { AuthMethod, Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
 import { SessionNotFoundError, UnauthorizedError } from '../errors.js'
@@ -61,6 +61,12 @@ export interface Sessions {
   endOthers: (userId: string, current: PresentedToken, client: Client) => Promise<number>
   /** Sign-out: the presented token's session ends, and its `jti` is revoked whatever it was. */
   signOut: (userId: string, current: PresentedToken, client: Client) => Promise<void>
+  /**
+   * A step-up of the presented token's session with `method`, now (a token without a session
+   * first becomes one, `external`, and stays the same token); its time. 401 when that session
+   * has ended meanwhile. No other session of the user is touched.
+   */
+  stepUp: (userId: string, current: PresentedToken, method: AuthMethod, client: Client) => Promise<Date>
   /** A failed sign-in on an existing account, counted per day; never fails the caller. */
   failedSignIn: (userId: string, client: Client) => void
   /** The last 90 days of events, newest first, after the event `before`; `more` when another page follows. */
@@ -140,6 +146,16 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
         if (current.hasSession && await endSession(tx, userId, current.jti)) {
           await recordSecurityEvent(tx, { userId, type: 'signed-out', ...recordedClient(client) })
         }
+      })
+    },
+
+    stepUp (userId, current, method, client) {
+      const at = new Date()
+      return db.transaction().execute(async (tx) => {
+        await adoptToken(tx, userId, current, client)
+        if (!await recordStepUp(tx, userId, current.jti, at, method)) throw new UnauthorizedError()
+        await recordSecurityEvent(tx, { userId, type: 'stepped-up', method, ...recordedClient(client) })
+        return at
       })
     },
 

@@ -52,6 +52,22 @@ export async function touchSession (db: Kysely<Database>, id: string): Promise<v
     .execute()
 }
 
+/**
+ * A step-up of the user's live session `id`, at `at` (the app's clock, which judges freshness),
+ * with `method`; false when it has ended or expired meanwhile. Only that session: another of the
+ * same user stays as it was.
+ */
+export async function recordStepUp (db: Kysely<Database>, userId: string, id: string, at: Date, method: AuthMethod): Promise<boolean> {
+  const result = await db.updateTable('sessions')
+    .set({ stepped_up_at: at, stepped_up_with: method })
+    .where('id', '=', id)
+    .where('user_id', '=', userId)
+    .where('ended_at', 'is', null)
+    .where('expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
+}
+
 /** When the user's session began, while it still works (not ended, not expired); else undefined. */
 export async function liveSessionStart (db: Kysely<Database>, userId: string, id: string): Promise<string | undefined> {
   const row = await db.selectFrom('sessions').select('created_at')

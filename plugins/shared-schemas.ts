@@ -6,7 +6,9 @@ import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse }
 import { ErrorCode, ErrorResponse } from '../schemas/common.js'
 import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
 import { ExchangeBody, Identity, IdentityList, LinkStarted, ProviderList } from '../schemas/identities.js'
-import { AuthMethod, OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod } from '../schemas/sessions.js'
+import {
+  AuthMethod, OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod, SteppedUp, StepUpBody, StepUpRefusal
+} from '../schemas/sessions.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import {
   AuthResponse, CurrentProfileResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
@@ -21,7 +23,7 @@ export const SHARED_SCHEMAS = [
   ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody, DeviceLinkBody, TrustDeviceBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
-  SessionMethod, AuthMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded,
+  SessionMethod, AuthMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded, StepUpBody, SteppedUp, StepUpRefusal,
   ProviderList, ExchangeBody, LinkStarted, Identity, IdentityList
 ]
 

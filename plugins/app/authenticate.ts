@@ -2,13 +2,16 @@
 // `config: { public: true }`. A forgotten option fails closed. The credential (the bearer
 // header, else the cookie) goes to the first of the readers that takes it (accounts/credentials.ts:
 // the session token today), which yields the principal; a route's flags are judged on it:
-// `scopes` (what a credential must hold; without them, only a session may ask).
+// `scopes` (what a credential must hold; without them, only a session may ask) and `stepUp`
+// (a session proved within STEP_UP_MAX_AGE_S: accounts/step-up.ts, a hook of its own that only
+// the routes that declare it get).
 // Signing a token is the sign-in door's (accounts/sign-in.ts); this plugin sets its cookie and
 // writes its part of the answer (answerSignIn), and clears the cookie at sign-out.
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { holdsScopes, readCredential, sessionTokenReader, type CredentialReader, type Principal } from '../../accounts/credentials.js'
 import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
+import { assertRecentlyVerified } from '../../accounts/step-up.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import type { UserRow } from '../../db/types.js'
 import { toUser } from '../../db/users.js'
@@ -27,6 +30,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Reachable without a credential. */
     public?: boolean
+    /**
+     * Only for a session whose holder signed in or stepped up within STEP_UP_MAX_AGE_S (403
+     * STEP_UP_REQUIRED): every route that adds a way in. Documented as `x-step-up: <seconds>`.
+     */
+    stepUp?: boolean
     /**
      * Scopes the credential must hold (403 INSUFFICIENT_SCOPE); a session holds every scope. Only
      * routes that name scopes are open to a credential that is no session (an API key, next).
@@ -68,6 +76,7 @@ const PURGE_INTERVAL_MS = 10 * 60_000
 export default fp(async function authenticate (fastify) {
   const secureCookie = new URL(fastify.config.http.apiUrl).protocol === 'https:'
   const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: secureCookie } as const
+  const stepUpMaxAge = fastify.config.auth.stepUpMaxAgeSeconds
 
   // In order: the first that takes a credential reads it (the API key reader of the next issue
   // goes before the session token's, which takes anything).
@@ -110,19 +119,27 @@ export default fp(async function authenticate (fastify) {
     reply.clearCookie(AUTH_COOKIE, cookieOptions)
   })
 
+  // After authentication, only on the routes that ask for it: the others pay nothing.
+  const requireStepUp: onRequestHookHandler = async function requireStepUp (request) {
+    assertRecentlyVerified(request.principal, stepUpMaxAge)
+  }
+
   fastify.addHook('onRoute', (route) => {
-    const { public: isPublic, scopes } = route.config ?? {}
+    const { public: isPublic, stepUp, scopes } = route.config ?? {}
     if (isPublic === true) {
-      if (scopes !== undefined) throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for scopes`)
+      if (stepUp === true || scopes !== undefined) throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for a step-up or scopes`)
       if (route.schema !== undefined) route.schema.security = []
       return
     }
     // After the route's other onRequest hooks, the global rate limit's among them (its onRoute
     // hook ran first): a request over the limit is refused before its token costs a query.
     const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
-    route.onRequest = [...existing, scopes === undefined ? fastify.authenticate : authenticateFor(scopes)]
-    // The document says what the hook enforces, so it cannot drift from it.
-    if (route.schema !== undefined) route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
+    route.onRequest = [...existing, scopes === undefined ? fastify.authenticate : authenticateFor(scopes), ...(stepUp === true ? [requireStepUp] : [])]
+    // The document says what the hooks enforce, so it cannot drift from them.
+    if (route.schema !== undefined) {
+      route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
+      if (stepUp === true) (route.schema as Record<string, unknown>)['x-step-up'] = stepUpMaxAge
+    }
   })
 
   // A revocation outlives its token by nothing: once the token has expired it is refused anyway.

@@ -39,8 +39,8 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listSessions',
       summary: 'The caller\'s live sessions, newest first',
       description: 'Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires ' +
-        '(7 days), or the password changes. `methods`: the factors its holder proved; `authenticatedAt`, `steppedUpAt`: when. ' +
-        '`current` marks the session of the token that asked. At most 100.',
+        '(7 days), or the password changes. `methods`: the factors its holder proved; `authenticatedAt`, `steppedUpAt`: when (the routes marked ' +
+        '`x-step-up` need one of them within STEP_UP_MAX_AGE_S). `current` marks the session of the token that asked. At most 100.',
       response: { 200: ref(SessionList) }
     }
   }, async (request) => {

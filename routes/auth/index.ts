@@ -1,5 +1,5 @@
 // Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts,
-// identity providers in ./providers.ts.
+// identity providers in ./providers.ts, step-up in ./step-up.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
@@ -8,11 +8,13 @@ import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
 import providers from './providers.js'
 import recovery from './recovery.js'
+import stepUp from './step-up.js'
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   const { accounts } = fastify
   await fastify.register(recovery)
   await fastify.register(providers)
+  await fastify.register(stepUp)
 
   fastify.post('/register', {
     config: { public: true },
