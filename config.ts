@@ -109,7 +109,12 @@ export const SETTINGS = {
     // (a hash in ~1 ms instead of ~300 ms) and opt back in where the cost is the point.
     bcryptRounds: setting('BCRYPT_ROUNDS', Type.Integer({ minimum: 4, maximum: 16, default: 12, errorMessage: 'must be an integer from 4 to 16' })),
     bcryptWorkers: setting('BCRYPT_WORKERS', Type.Optional(Type.Integer({ minimum: 1, maximum: 64, errorMessage: 'must be an integer from 1 to 64' }))),
-    bcryptQueueMax: setting('BCRYPT_QUEUE_MAX', Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' }))
+    bcryptQueueMax: setting('BCRYPT_QUEUE_MAX', Type.Integer({ minimum: 0, maximum: 10_000, default: 64, errorMessage: 'must be an integer from 0 to 10000' })),
+    // What adds a way in (linking an identity; next a second factor, passkeys, API keys) needs a
+    // session that signed in or stepped up this recently (auth-extensions §6): 10 minutes, long
+    // enough to finish an enrolment begun after signing in, short enough that a stolen session
+    // token is useless for it unless its thief also knows the password.
+    stepUpMaxAgeSeconds: setting('STEP_UP_MAX_AGE_S', Type.Integer({ minimum: 10, maximum: 86_400, default: 600, errorMessage: 'must be seconds from 10 to 86400' }))
   },
   payments: {
     secretKey: setting('PAYMENT_SECRET_KEY', Type.Optional(Type.String({ minLength: 1 }))),

@@ -24,7 +24,8 @@ export const ERROR_CATALOG = {
   UNAUTHORIZED: [401, 'Unauthorized'],
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
   FORBIDDEN: [403, 'Forbidden'],
-  RECENT_SIGN_IN_REQUIRED: [403, 'Sign in again to do this: it needs a sign-in within the last 15 minutes'],
+  STEP_UP_REQUIRED: [403, 'Confirm it is you first: step up (POST /auth/step-up) or sign in again'],
+  INSUFFICIENT_SCOPE: [403, 'This credential may not do this'],
   EMAIL_NOT_VERIFIED: [403, 'Verify your email address first'],
   NOT_FOUND: [404, 'Not found'],
   TASK_NOT_FOUND: [404, 'Task not found'],
@@ -58,12 +59,16 @@ export const ERROR_CATALOG = {
 export type ErrorCode = keyof typeof ERROR_CATALOG
 export const ERROR_CODES = Object.keys(ERROR_CATALOG) as ErrorCode[]
 
-export interface ErrorBody { success: false, error: string, code: ErrorCode, details?: string[] }
+export interface ErrorBody { success: false, error: string, code: ErrorCode, details?: string[], stepUp?: StepUpChallenge }
+
+/** What a STEP_UP_REQUIRED answer says the session can do about it (auth-extensions §6). */
+export interface StepUpChallenge { methods: string[], maxAgeSeconds: number }
 
 /** The error envelope: the one place it is built. */
-export function errorBody (code: ErrorCode, details?: string[]): ErrorBody {
+export function errorBody (code: ErrorCode, details?: string[], extra?: { stepUp?: StepUpChallenge }): ErrorBody {
   const error = ERROR_CATALOG[code][1]
-  return details === undefined ? { success: false, error, code } : { success: false, error, code, details }
+  const body: ErrorBody = details === undefined ? { success: false, error, code } : { success: false, error, code, details }
+  return extra?.stepUp === undefined ? body : { ...body, stepUp: extra.stepUp }
 }
 
 const appError = (code: ErrorCode) => createError(code, ERROR_CATALOG[code][1], ERROR_CATALOG[code][0])
@@ -79,7 +84,8 @@ export const ResetTokenInvalidError = appError('RESET_TOKEN_INVALID')
 export const VerificationTokenInvalidError = appError('VERIFICATION_TOKEN_INVALID')
 export const EmailAlreadyVerifiedError = appError('EMAIL_ALREADY_VERIFIED')
 export const PasswordNotSetError = appError('PASSWORD_NOT_SET')
-export const RecentSignInRequiredError = appError('RECENT_SIGN_IN_REQUIRED')
+export const StepUpRequiredError = appError('STEP_UP_REQUIRED')
+export const InsufficientScopeError = appError('INSUFFICIENT_SCOPE')
 export const EmailNotVerifiedError = appError('EMAIL_NOT_VERIFIED')
 export const SignInCodeInvalidError = appError('SIGN_IN_CODE_INVALID')
 export const ProviderNotFoundError = appError('PROVIDER_NOT_FOUND')
@@ -111,6 +117,10 @@ export const rateLimited = (retryAfterSeconds: number): Error & { retryAfter: nu
 /** 429 ACCOUNT_LOCKED: failed sign-ins locked the account for devices that never signed in to it (Retry-After as rateLimited). */
 export const accountLocked = (retryAfterSeconds: number): Error & { retryAfter: number } =>
   Object.assign(new AccountLockedError(), { retryAfter: Math.max(1, Math.ceil(retryAfterSeconds)) })
+
+/** 403 STEP_UP_REQUIRED with what the session can step up with (the error handler adds it to the envelope as `stepUp`). */
+export const stepUpRequired = (stepUp: StepUpChallenge): Error & { stepUp: StepUpChallenge } =>
+  Object.assign(new StepUpRequiredError(), { stepUp })
 
 /** A 400 with `details`, for rules JSON Schema cannot express (e.g. bytes in UTF-8). */
 export class ValidationError extends Error {

@@ -15,22 +15,19 @@ import { liveSessionStart } from '../db/sessions.js'
 import type { Database, IdentityRow, UserRow } from '../db/types.js'
 import { createUserWithPreferences, findUserByEmail, findUserById, isUniqueViolation, normalizeEmail } from '../db/users.js'
 import {
-  EmailNotVerifiedError, IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, RecentSignInRequiredError, SignInCodeInvalidError,
-  UnauthorizedError, ValidationError
+  EmailNotVerifiedError, IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, SignInCodeInvalidError, UnauthorizedError, ValidationError
 } from '../errors.js'
 import { isAcceptableEmail } from '../schemas/users.js'
 import { hashToken } from '../token-hash.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
 import { recordedClient, type SignInLimits } from './limits.js'
 import type { AccountMail } from './mail.js'
-import type { PresentedToken } from './sessions.js'
+import { adoptToken, type PresentedToken } from './sessions.js'
 
 /** A started flow waits this long for its callback (a person signing in at the provider). */
 export const FLOW_TTL_MS = 10 * 60_000
 /** The code handed to the web client works once, within this (spec: 60 s). */
 export const SIGN_IN_CODE_TTL_MS = 60_000
-/** Linking a new way to sign in needs a session at most this old: a stolen older token cannot add one. */
-export const RECENT_SIGN_IN_MS = 15 * 60_000
 
 /**
  * What the callback's redirect carries in `error=` (docs/identity-providers.md). Never a JSON
@@ -89,8 +86,8 @@ export interface ProviderSignIn {
   start: (client: Client, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
   /**
    * A flow that links the identity to the caller when it comes back, if the caller's session is
-   * live then. 403 RECENT_SIGN_IN_REQUIRED unless that session began within 15 minutes;
-   * 403 EMAIL_NOT_VERIFIED while the account's address is unconfirmed.
+   * live then (a token signed elsewhere becomes a session for it). The route asks for a recent
+   * step-up first (accounts/step-up.ts); 403 EMAIL_NOT_VERIFIED while the account's address is unconfirmed.
    */
   startLink: (client: Client, caller: LinkCaller, providerId: string, returnTo: string | undefined) => Promise<Started | { error: string }>
   /**
@@ -275,11 +272,11 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
 
     async startLink (client, { user, token }, providerId, returnTo) {
       providerOf(providerId)
-      // A new way in is for the owner: one who signed in just now, to an address that is theirs
-      // (an unconfirmed address may be someone else's, registered to wait for its owner).
-      const began = token.hasSession ? await liveSessionStart(db, user.id, token.jti) : undefined
-      if (began === undefined || Date.now() - Date.parse(began) > RECENT_SIGN_IN_MS) throw new RecentSignInRequiredError()
+      // A new way in is for the owner: one who proved it just now (the route's step-up), to an
+      // address that is theirs (an unconfirmed address may be someone else's, registered to wait for its owner).
       if (user.email_verified === null) throw new EmailNotVerifiedError()
+      // The link completes only while this session lives: a token signed elsewhere becomes one.
+      await adoptToken(db, user.id, token, client)
       return begin(client, providerId, returnTo, { userId: user.id, sessionId: token.jti })
     },
 

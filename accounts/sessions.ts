@@ -7,9 +7,9 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import { listSecurityEvents, recordFailedSignIn, recordSecurityEvent } from '../db/security-events.js'
 import { voidSignInState } from '../db/identities.js'
-import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions } from '../db/sessions.js'
+import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions, recordStepUp } from '../db/sessions.js'
 import { revokeToken } from '../db/revoked-tokens.js'
-import type { Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
+import type { AuthMethod, Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
 import { SessionNotFoundError, UnauthorizedError } from '../errors.js'
 import { recordedClient } from './limits.js'
 
@@ -21,14 +21,27 @@ export interface PresentedToken {
   jti: string
   /** Its expiry, whole seconds since the epoch. */
   exp: number
+  /** When it was signed, whole seconds since the epoch. */
+  iat: number
   /** False for a token minted elsewhere with the documented claims (no session row). */
   hasSession: boolean
+  /** The factors its holder proved: its session's; `external` for a token without one. */
+  methods: AuthMethod[]
+  /**
+   * When its holder last proved who they are, ms since the epoch: the session's sign-in or last
+   * step-up, whichever came later; for a token without a session, its `iat` (auth-extensions §6).
+   */
+  verifiedAt: number
 }
 
 export interface SessionStart {
   id: string
   userId: string
   method: SessionMethod
+  /** The factors the sign-in proved. */
+  methods: AuthMethod[]
+  /** When (the app's clock: it is what judges a step-up's window). */
+  authenticatedAt: Date
   provider?: string
   client: Client
   expiresAt: Date
@@ -48,6 +61,12 @@ export interface Sessions {
   endOthers: (userId: string, current: PresentedToken, client: Client) => Promise<number>
   /** Sign-out: the presented token's session ends, and its `jti` is revoked whatever it was. */
   signOut: (userId: string, current: PresentedToken, client: Client) => Promise<void>
+  /**
+   * A step-up of the presented token's session with `method`, now (a token without a session
+   * first becomes one, `external`, and stays the same token); its time. 401 when that session
+   * has ended meanwhile. No other session of the user is touched.
+   */
+  stepUp: (userId: string, current: PresentedToken, method: AuthMethod, client: Client) => Promise<Date>
   /** A failed sign-in on an existing account, counted per day; never fails the caller. */
   failedSignIn: (userId: string, client: Client) => void
   /** The last 90 days of events, newest first, after the event `before`; `more` when another page follows. */
@@ -60,6 +79,25 @@ export interface SessionDependencies {
   warn: (err: unknown, message: string) => void
 }
 
+/**
+ * The presented token as a session of its own, when it has none (a token signed elsewhere): an
+ * `external` session, authenticated at its `iat`, that lives as long as it. 401 when its `jti`
+ * is another user's session id (it cannot become a session).
+ */
+export async function adoptToken (tx: Kysely<Database>, userId: string, token: PresentedToken, client: Client): Promise<void> {
+  if (token.hasSession) return
+  const adopted = await createSession(tx, {
+    id: token.jti,
+    userId,
+    method: 'external',
+    methods: ['external'],
+    authenticatedAt: new Date(token.iat * 1000),
+    ...recordedClient(client),
+    expiresAt: new Date(token.exp * 1000 + 60_000)
+  })
+  if (!adopted) throw new UnauthorizedError()
+}
+
 export function sessionService ({ db, warn }: SessionDependencies): Sessions {
   return {
     async start (session) {
@@ -68,6 +106,8 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
           id: session.id,
           userId: session.userId,
           method: session.method,
+          methods: session.methods,
+          authenticatedAt: session.authenticatedAt,
           provider: session.provider,
           ...recordedClient(session.client),
           expiresAt: session.expiresAt
@@ -89,11 +129,8 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
 
     endOthers (userId, current, client) {
       return db.transaction().execute(async (tx) => {
-        if (!current.hasSession) {
-          const adopted = await createSession(tx, { id: current.jti, userId, method: 'external', ...recordedClient(client), expiresAt: new Date(current.exp * 1000 + 60_000) })
-          // Its jti is another user's session id: it cannot become a session, and would not survive.
-          if (!adopted) throw new UnauthorizedError()
-        }
+        // The caller's own token survives as a session (its jti another user's session id: 401, it would not survive).
+        await adoptToken(tx, userId, current, client)
         const ended = await endSessions(tx, userId, current.jti)
         await endOtherTokens(tx, userId, new Date())
         // Links in flight and codes not yet exchanged end with the sessions.
@@ -109,6 +146,16 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
         if (current.hasSession && await endSession(tx, userId, current.jti)) {
           await recordSecurityEvent(tx, { userId, type: 'signed-out', ...recordedClient(client) })
         }
+      })
+    },
+
+    stepUp (userId, current, method, client) {
+      const at = new Date()
+      return db.transaction().execute(async (tx) => {
+        await adoptToken(tx, userId, current, client)
+        if (!await recordStepUp(tx, userId, current.jti, at, method)) throw new UnauthorizedError()
+        await recordSecurityEvent(tx, { userId, type: 'stepped-up', method, ...recordedClient(client) })
+        return at
       })
     },
 

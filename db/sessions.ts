@@ -1,16 +1,26 @@
 // Sessions: one row per sign-in, keyed by its token's `jti`. An ended row stays until its
 // token would have expired anyway, so that token is still known, and refused.
 import { sql, type Kysely } from 'kysely'
-import type { Database, SessionMethod, SessionRow } from './types.js'
+import type { AuthMethod, Database, SessionMethod, SessionRow } from './types.js'
 
 export interface NewSession {
   id: string
   userId: string
   method: SessionMethod
+  /** The factors its holder proved. */
+  methods: AuthMethod[]
+  /** When they proved them (a token signed elsewhere: its `iat`). */
+  authenticatedAt: Date
   provider?: string | null
   address: string | null
   userAgent: string | null
   expiresAt: Date
+}
+
+/** A session's methods as stored (space-separated); a row the previous version wrote has none: its `method` says. */
+export function methodsOf (stored: string | null, method: SessionMethod): AuthMethod[] {
+  if (stored !== null) return stored.split(' ').filter((m) => m !== '') as AuthMethod[]
+  return [method === 'provider' || method === 'external' ? method : 'password']
 }
 
 /** False when the id is taken already (by another user's session). */
@@ -20,6 +30,8 @@ export async function createSession (db: Kysely<Database>, session: NewSession):
       id: session.id,
       user_id: session.userId,
       method: session.method,
+      methods: session.methods.join(' '),
+      authenticated_at: session.authenticatedAt,
       provider: session.provider ?? null,
       address: session.address,
       user_agent: session.userAgent,
@@ -38,6 +50,22 @@ export async function touchSession (db: Kysely<Database>, id: string): Promise<v
     .where('id', '=', id)
     .where('last_seen_at', '<', sql<string>`now() - interval '1 minute'`)
     .execute()
+}
+
+/**
+ * A step-up of the user's live session `id`, at `at` (the app's clock, which judges freshness),
+ * with `method`; false when it has ended or expired meanwhile. Only that session: another of the
+ * same user stays as it was.
+ */
+export async function recordStepUp (db: Kysely<Database>, userId: string, id: string, at: Date, method: AuthMethod): Promise<boolean> {
+  const result = await db.updateTable('sessions')
+    .set({ stepped_up_at: at, stepped_up_with: method })
+    .where('id', '=', id)
+    .where('user_id', '=', userId)
+    .where('ended_at', 'is', null)
+    .where('expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+  return result.numUpdatedRows > 0n
 }
 
 /** When the user's session began, while it still works (not ended, not expired); else undefined. */

@@ -1,6 +1,7 @@
 // Row types of the database, as Kysely sees them. Columns are snake_case; the JSON
 // shapes (camelCase) live in schemas/ and are mapped in the repositories.
 import type { ColumnType, Generated, Selectable } from 'kysely'
+import type { AuthMethod } from '../schemas/sessions.js'
 import type { TaskStatus } from '../schemas/tasks.js'
 
 // Read as ISO-8601 strings (db/engine/timestamps.ts); written as a Date or a string.
@@ -201,6 +202,7 @@ export interface IdempotencyKeysTable {
 
 /** How a session began (docs/sessions.md). */
 export type SessionMethod = 'password' | 'registration' | 'password-reset' | 'provider' | 'external'
+export type { AuthMethod }
 
 export interface SessionsTable {
   /** The token's `jti`. */
@@ -215,6 +217,16 @@ export interface SessionsTable {
   last_seen_at: Timestamp
   expires_at: RequiredTimestamp
   ended_at: NullableTimestamp
+  /**
+   * The factors its holder proved (AuthMethod), space-separated; null on a row the previous
+   * version wrote during a rolling deploy (read as `method` says: db/sessions.ts).
+   */
+  methods: string | null
+  /** When it signed in: for a token signed elsewhere, its `iat`. Written by the app's clock. */
+  authenticated_at: Timestamp
+  /** Its last step-up (POST /auth/step-up), and with what (AuthMethod). */
+  stepped_up_at: NullableTimestamp
+  stepped_up_with: string | null
 }
 
 export interface UserIdentitiesTable {

@@ -1,8 +1,9 @@
 // Users: creation with default preferences, lookups for sign-in and for token checks.
 import { sql, type Kysely } from 'kysely'
 import type { Profile, User } from '../schemas/users.js'
+import { methodsOf } from './sessions.js'
 import { prepareQuery } from './statements.js'
-import type { Database, UserRow } from './types.js'
+import type { AuthMethod, Database, UserRow } from './types.js'
 
 export const toUser = (row: UserRow): User => ({
   id: row.id,
@@ -49,7 +50,8 @@ export function findUserById (db: Kysely<Database>, id: string): Promise<UserRow
 const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
 
 // The user a token names, unless that token was revoked, with the token's session if it has
-// one: one round trip per authenticated request, prepared once (db/engine/prepared.ts).
+// one (how and when its holder last proved who they are included, for the step-up check): one
+// round trip per authenticated request, prepared once (db/engine/prepared.ts).
 export const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
   db.selectFrom('users')
     .leftJoin('sessions', (join) => join.onRef('sessions.user_id', '=', 'users.id').on('sessions.id', '=', p.jti))
@@ -58,6 +60,10 @@ export const userForToken = prepareQuery('user_for_token', (db, p: { userId: str
       'sessions.id as session_id',
       'sessions.ended_at as session_ended_at',
       'sessions.last_seen_at as session_last_seen_at',
+      'sessions.method as session_method',
+      'sessions.methods as session_methods',
+      // greatest() skips a null: the sign-in until a step-up.
+      sql<string | null>`greatest(sessions.authenticated_at, sessions.stepped_up_at)`.as('session_verified_at'),
       sql<string | null>`users.other_tokens_ended_at`.as('other_tokens_ended_at')
     ])
     .where('users.id', '=', p.userId)
@@ -69,7 +75,13 @@ export const userForToken = prepareQuery('user_for_token', (db, p: { userId: str
 export interface TokenHolder {
   user: UserRow
   /** The token's session; null for a token minted elsewhere (no row). */
-  session: { endedAt: string | null, lastSeenAt: string } | null
+  session: {
+    endedAt: string | null
+    lastSeenAt: string
+    methods: AuthMethod[]
+    /** Its sign-in or its last step-up, whichever came later. */
+    verifiedAt: string
+  } | null
   /** Tokens without a session issued before this second (whole seconds since the epoch) are void. */
   earliestSessionlessIat: number
 }
@@ -77,10 +89,13 @@ export interface TokenHolder {
 export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<TokenHolder | undefined> {
   const [row] = await userForToken.run(db, { userId, jti })
   if (row === undefined) return undefined
-  const { session_id: sessionId, session_ended_at: endedAt, session_last_seen_at: lastSeenAt, other_tokens_ended_at: othersEndedAt, ...user } = row
+  const {
+    session_id: sessionId, session_ended_at: endedAt, session_last_seen_at: lastSeenAt, session_method: method, session_methods: methods,
+    session_verified_at: verifiedAt, other_tokens_ended_at: othersEndedAt, ...user
+  } = row
   return {
     user,
-    session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt! },
+    session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt!, methods: methodsOf(methods, method!), verifiedAt: verifiedAt! },
     earliestSessionlessIat: othersEndedAt === null ? 0 : Math.floor(Date.parse(othersEndedAt) / 1000) + 1
   }
 }

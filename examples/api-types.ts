@@ -50,7 +50,7 @@ export interface paths {
         };
         /**
          * The caller's live sessions, newest first
-         * @description Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires (7 days), or the password changes. `current` marks the session of the token that asked. At most 100.
+         * @description Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires (7 days), or the password changes. `methods`: the factors its holder proved; `authenticatedAt`, `steppedUpAt`: when (the routes marked `x-step-up` need one of them within STEP_UP_MAX_AGE_S). `current` marks the session of the token that asked. At most 100.
          */
         get: operations["listSessions"];
         put?: never;
@@ -112,7 +112,7 @@ export interface paths {
         put?: never;
         /**
          * Link an identity provider's sign-in to the account: the URL to send the browser to
-         * @description Starts the flow of GET /auth/providers/{id}/start bound to the caller, and sets its browser cookie (so the API's cookies must reach it: the same site as the web client, as for the `auth_token` cookie). When the provider sends the browser back, the identity is linked and the browser lands on `returnTo?linked=<provider>` (`returnTo` as for the sign-in; default APP_URL), or `returnTo?error=IDENTITY_IN_USE` when it signs in another account (other errors as for sign-in). A notice is emailed. Unknown provider: 404 `PROVIDER_NOT_FOUND`; a provider that cannot be reached: 503. Only from a session that signed in within the last 15 minutes (403 `RECENT_SIGN_IN_REQUIRED`: a stolen older token cannot add a way in), to an account whose email is verified (403 `EMAIL_NOT_VERIFIED`). The link completes only while that session is live.
+         * @description Starts the flow of GET /auth/providers/{id}/start bound to the caller, and sets its browser cookie (so the API's cookies must reach it: the same site as the web client, as for the `auth_token` cookie). When the provider sends the browser back, the identity is linked and the browser lands on `returnTo?linked=<provider>` (`returnTo` as for the sign-in; default APP_URL), or `returnTo?error=IDENTITY_IN_USE` when it signs in another account (other errors as for sign-in). A notice is emailed. Unknown provider: 404 `PROVIDER_NOT_FOUND`; a provider that cannot be reached: 503. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`: a stolen older token cannot add a way in), to an account whose email is verified (403 `EMAIL_NOT_VERIFIED`). The link completes only while that session is live.
          */
         post: operations["startIdentityLink"];
         /**
@@ -387,6 +387,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/auth/step-up": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Confirm it is you: the routes that add a way in accept this session for the next STEP_UP_MAX_AGE_S
+         * @description With the account's password (a TOTP code and a passkey come with them; a recovery code never counts). Records the step-up on the caller's session only: the token stays the same, and no other session of the account is freshened; a token signed elsewhere becomes a session (method `external`). A route marked `x-step-up` answers 403 `STEP_UP_REQUIRED` with `stepUp: {methods, maxAgeSeconds}` when the session signed in or stepped up longer ago than that. A wrong password is 400 `INVALID_CURRENT_PASSWORD` and counts as a failed sign-in of the account (limited and locked like sign-in, 429); an account without a password (made through a provider) is 400 `PASSWORD_NOT_SET`: a new sign-in through the provider is fresh too. Records a `stepped-up` security event and sets the `sign_in_device` cookie.
+         */
+        post: operations["stepUp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/register": {
         parameters: {
             query?: never;
@@ -645,7 +665,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "RECENT_SIGN_IN_REQUIRED" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "STEP_UP_REQUIRED" | "INSUFFICIENT_SCOPE" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -801,6 +821,11 @@ export interface components {
             updatedAt: string;
             /** @description A new address waiting for its confirmation (the link sent to it): until then `email` signs in and receives mail; null when none */
             pendingEmail: string | null;
+        };
+        CurrentProfileResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Profile"];
         };
         ProfileResponse: {
             /** @enum {boolean} */
@@ -998,10 +1023,17 @@ export interface components {
          * @enum {string}
          */
         SessionMethod: "password" | "registration" | "password-reset" | "provider" | "external";
+        /**
+         * @description A factor a session's holder proved: a password, a TOTP code, a recovery code, a passkey, an identity provider's sign-in, or `external`: a token signed elsewhere with the documented claims, which says nothing of how
+         * @enum {string}
+         */
+        AuthMethod: "password" | "totp" | "recovery" | "passkey" | "provider" | "external";
         Session: {
             /** @description The session's id (its token's `jti`) */
             id: string;
             method: components["schemas"]["SessionMethod"];
+            /** @description How it was signed in: the factors its holder proved */
+            methods: components["schemas"]["AuthMethod"][];
             /** @description The identity provider's id, for method `provider` */
             provider: string | null;
             /**
@@ -1009,6 +1041,16 @@ export interface components {
              * @description ISO-8601 date-time
              */
             createdAt: string;
+            /**
+             * Format: date-time
+             * @description When it signed in (a token signed elsewhere: its `iat`)
+             */
+            authenticatedAt: string;
+            /**
+             * Format: date-time
+             * @description Its last step-up (POST /auth/step-up), or null
+             */
+            steppedUpAt: string | null;
             /**
              * Format: date-time
              * @description The last authenticated request, to the minute
@@ -1027,10 +1069,10 @@ export interface components {
             data: components["schemas"]["Session"][];
         };
         /**
-         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock
+         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock. `stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what)
          * @enum {string}
          */
-        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted";
+        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted" | "stepped-up";
         SecurityEvent: {
             id: string;
             type: components["schemas"]["SecurityEventType"];
@@ -1061,6 +1103,40 @@ export interface components {
             data: {
                 /** @description Sessions ended (tokens signed elsewhere end too, uncounted) */
                 ended: number;
+            };
+        };
+        StepUpBody: {
+            /** @description The account's current password */
+            password: string;
+        };
+        SteppedUp: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                /**
+                 * Format: date-time
+                 * @description ISO-8601 date-time
+                 */
+                steppedUpAt: string;
+                /**
+                 * Format: date-time
+                 * @description Until when the routes marked `x-step-up` accept this session without another step-up
+                 */
+                freshUntil: string;
+            };
+        };
+        /** @description Forbidden: with code `STEP_UP_REQUIRED`, the session must step up first (POST /auth/step-up) */
+        StepUpRefusal: {
+            /** @enum {boolean} */
+            success: false;
+            /** @description What went wrong, for people: sign in again, or step up */
+            error: string;
+            code: components["schemas"]["ErrorCode"];
+            stepUp?: {
+                /** @description What POST /auth/step-up takes for this account (empty: none; a new sign-in, of any kind, is fresh too) */
+                methods: ("password" | "totp" | "passkey")[];
+                /** @description How recent the sign-in or step-up must be (STEP_UP_MAX_AGE_S) */
+                maxAgeSeconds: number;
             };
         };
         ProviderList: {
@@ -1381,7 +1457,15 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -1466,7 +1550,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ProfileResponse"];
+                    "application/json": components["schemas"]["CurrentProfileResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1882,6 +1966,38 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    stepUp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StepUpBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SteppedUp"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];

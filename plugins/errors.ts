@@ -9,7 +9,7 @@ import type { Socket } from 'node:net'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import fp from 'fastify-plugin'
 import { isDatabaseUnavailable } from '../db/engine/connect.js'
-import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode } from '../errors.js'
+import { BUSY_RETRY_AFTER_SECONDS, ERROR_CATALOG, errorBody, formatValidationDetails, isAppError, ValidationError, type ErrorCode, type StepUpChallenge } from '../errors.js'
 import { SECURITY_HEADERS } from './response-headers.js'
 
 declare module 'fastify' {
@@ -30,7 +30,7 @@ const fastifyClientErrors: Record<string, ErrorCode> = {
 export default fp(async function errors (fastify) {
   // Registered before any other plugin or route, so every encapsulated context inherits them.
   fastify.setErrorHandler(function (err: FastifyError, request, reply) {
-    const send = (code: ErrorCode, details?: string[]) => reply.code(ERROR_CATALOG[code][0]).send(errorBody(code, details))
+    const send = (code: ErrorCode, details?: string[], extra?: { stepUp?: StepUpChallenge }) => reply.code(ERROR_CATALOG[code][0]).send(errorBody(code, details, extra))
 
     if (err.validation) {
       return send(request.routeOptions.config.validationCode ?? 'VALIDATION_FAILED', formatValidationDetails(err.validation, err.validationContext))
@@ -40,7 +40,7 @@ export default fp(async function errors (fastify) {
       // Refusals that say when to come back: rate limits carry their wait, shedding a fixed one.
       const retryAfter = (err as { retryAfter?: number }).retryAfter ?? (err.code === 'OVERLOADED' ? BUSY_RETRY_AFTER_SECONDS : undefined)
       if (retryAfter !== undefined) reply.header('retry-after', String(retryAfter))
-      return send(err.code)
+      return send(err.code, undefined, { stepUp: (err as { stepUp?: StepUpChallenge }).stepUp })
     }
     const known = err.code === undefined ? undefined : fastifyClientErrors[err.code]
     if (known) return send(known)

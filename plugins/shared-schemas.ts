@@ -6,10 +6,12 @@ import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse }
 import { ErrorCode, ErrorResponse } from '../schemas/common.js'
 import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
 import { ExchangeBody, Identity, IdentityList, LinkStarted, ProviderList } from '../schemas/identities.js'
-import { OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod } from '../schemas/sessions.js'
+import {
+  AuthMethod, OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod, SteppedUp, StepUpBody, StepUpRefusal
+} from '../schemas/sessions.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import {
-  AuthResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
+  AuthResponse, CurrentProfileResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
   TrustDeviceBody, User, UserResponse, VerifyEmailBody
 } from '../schemas/users.js'
 
@@ -17,11 +19,11 @@ import {
 export const SHARED_SCHEMAS = [
   ErrorCode, ErrorResponse,
   TaskStatus, Task, TaskResponse, TaskList, CreateTaskBody, UpdateTaskBody,
-  EmailAddress, User, UserResponse, AuthResponse, Profile, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
+  EmailAddress, User, UserResponse, AuthResponse, Profile, CurrentProfileResponse, ProfileResponse, RegisterBody, LoginBody, ProfileUpdateBody,
   ForgotPasswordBody, ResetPasswordBody, VerifyEmailBody, DeviceLinkBody, TrustDeviceBody,
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
-  SessionMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded,
+  SessionMethod, AuthMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded, StepUpBody, SteppedUp, StepUpRefusal,
   ProviderList, ExchangeBody, LinkStarted, Identity, IdentityList
 ]
 

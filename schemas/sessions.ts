@@ -1,6 +1,7 @@
 // Sessions and the security-events feed (docs/sessions.md).
 import { Type, type Static } from 'typebox'
-import { Nullable, ref, Timestamp } from './common.js'
+import { ErrorCode, Nullable, NullableTimestamp, ref, Timestamp } from './common.js'
+import { MAX_PASSWORD_BYTES } from './users.js'
 
 export const SessionMethod = Type.Enum(['password', 'registration', 'password-reset', 'provider', 'external'], {
   $id: 'SessionMethod',
@@ -9,11 +10,22 @@ export const SessionMethod = Type.Enum(['password', 'registration', 'password-re
     'or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session'
 })
 
+export const AuthMethod = Type.Enum(['password', 'totp', 'recovery', 'passkey', 'provider', 'external'], {
+  $id: 'AuthMethod',
+  type: 'string',
+  description: 'A factor a session\'s holder proved: a password, a TOTP code, a recovery code, a passkey, an identity provider\'s sign-in, ' +
+    'or `external`: a token signed elsewhere with the documented claims, which says nothing of how'
+})
+export type AuthMethod = Static<typeof AuthMethod>
+
 export const Session = Type.Object({
   id: Type.String({ description: 'The session\'s id (its token\'s `jti`)' }),
   method: ref(SessionMethod),
+  methods: Type.Array(ref(AuthMethod), { description: 'How it was signed in: the factors its holder proved' }),
   provider: Nullable(Type.String(), 'The identity provider\'s id, for method `provider`'),
   createdAt: Timestamp,
+  authenticatedAt: { ...Timestamp, description: 'When it signed in (a token signed elsewhere: its `iat`)' },
+  steppedUpAt: { ...NullableTimestamp, description: 'Its last step-up (POST /auth/step-up), or null' },
   lastSeenAt: { ...Timestamp, description: 'The last authenticated request, to the minute' },
   address: Nullable(Type.String(), 'The client\'s address at sign-in'),
   userAgent: Nullable(Type.String(), 'The client\'s User-Agent at sign-in, cut to 512 characters'),
@@ -32,14 +44,15 @@ export const SessionParams = Type.Object({
 
 export const SecurityEventType = Type.Enum([
   'sign-in', 'sign-in-failed', 'signed-out', 'session-ended', 'other-sessions-ended', 'password-changed', 'email-change-requested', 'email-changed',
-  'identity-linked', 'identity-unlinked', 'device-trusted'
+  'identity-linked', 'identity-unlinked', 'device-trusted', 'stepped-up'
 ], {
   $id: 'SecurityEventType',
   type: 'string',
   description: 'What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure\'s. ' +
     '`email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method ' +
     '`email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device ' +
-    'followed the emailed link past a sign-in lock'
+    'followed the emailed link past a sign-in lock. ' +
+    '`stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what)'
 })
 
 export const SecurityEvent = Type.Object({
@@ -72,3 +85,33 @@ export const OthersEnded = Type.Object({
   success: Type.Literal(true),
   data: Type.Object({ ended: Type.Integer({ minimum: 0, description: 'Sessions ended (tokens signed elsewhere end too, uncounted)' }) })
 }, { $id: 'OthersEnded' })
+
+/** What POST /auth/step-up takes: today the account's password (a TOTP code and a passkey later; never a recovery code). */
+export const StepUpBody = Type.Object({
+  password: Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES, description: 'The account\'s current password' })
+}, { $id: 'StepUpBody', additionalProperties: false })
+export type StepUpBody = Static<typeof StepUpBody>
+
+export const SteppedUp = Type.Object({
+  success: Type.Literal(true),
+  data: Type.Object({
+    steppedUpAt: Timestamp,
+    freshUntil: { ...Timestamp, description: 'Until when the routes marked `x-step-up` accept this session without another step-up' }
+  })
+}, { $id: 'SteppedUp' })
+
+/**
+ * The 403 of a route marked `x-step-up` (plugins/app/documented-errors.ts): the error envelope,
+ * with `stepUp` when its code is STEP_UP_REQUIRED.
+ */
+export const StepUpRefusal = Type.Object({
+  success: Type.Literal(false),
+  error: Type.String({ description: 'What went wrong, for people: sign in again, or step up' }),
+  code: ref(ErrorCode),
+  stepUp: Type.Optional(Type.Object({
+    methods: Type.Array(Type.Enum(['password', 'totp', 'passkey'], { type: 'string' }), {
+      description: 'What POST /auth/step-up takes for this account (empty: none; a new sign-in, of any kind, is fresh too)'
+    }),
+    maxAgeSeconds: Type.Integer({ minimum: 1, description: 'How recent the sign-in or step-up must be (STEP_UP_MAX_AGE_S)' })
+  }, { additionalProperties: false }))
+}, { $id: 'StepUpRefusal', description: 'Forbidden: with code `STEP_UP_REQUIRED`, the session must step up first (POST /auth/step-up)' })

@@ -139,6 +139,9 @@ export const Profile = Type.Object({
 }, { $id: 'Profile', description: 'The public user object, with an email change waiting for confirmation' })
 export type Profile = Static<typeof Profile>
 
+/** GET /account/profile: the profile, never a token. */
+export const CurrentProfileResponse = Success(ref(Profile), { $id: 'CurrentProfileResponse' })
+
 export const ProfileResponse = Type.Object({
   success: Type.Literal(true),
   data: ref(Profile),

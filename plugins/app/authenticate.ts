@@ -1,72 +1,91 @@
-// Protection is structural: every route requires a valid user unless it declares
-// `config: { public: true }`. A forgotten option fails closed.
-import { randomUUID } from 'node:crypto'
+// Protection is structural: every route requires a credential unless it declares
+// `config: { public: true }`. A forgotten option fails closed. The credential (the bearer
+// header, else the cookie) goes to the first of the readers that takes it (accounts/credentials.ts:
+// the session token today), which yields the principal; a route's flags are judged on it:
+// `scopes` (what a credential must hold; without them, only a session may ask) and `stepUp`
+// (a session proved within STEP_UP_MAX_AGE_S: accounts/step-up.ts, a hook of its own that only
+// the routes that declare it get).
+// Signing a token is the sign-in door's (accounts/sign-in.ts); this plugin sets its cookie and
+// writes its part of the answer (answerSignIn), and clears the cookie at sign-out.
 import fp from 'fastify-plugin'
-import type { FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
+import { holdsScopes, readCredential, sessionTokenReader, type CredentialReader, type Principal } from '../../accounts/credentials.js'
+import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
+import { assertRecentlyVerified } from '../../accounts/step-up.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
-import { touchSession } from '../../db/sessions.js'
-import { earliestTokenIat, findUserForToken } from '../../db/users.js'
-import type { SessionMethod, UserRow } from '../../db/types.js'
-import type { Client } from '../../client-address.js'
-import type { PresentedToken } from '../../accounts/sessions.js'
-import { TOKEN_LIFETIME_SECONDS, type VerifiedClaims } from '../external/jwt.js'
+import type { UserRow } from '../../db/types.js'
+import { toUser } from '../../db/users.js'
+import type { User } from '../../schemas/users.js'
+import type { VerifiedClaims } from '../external/jwt.js'
 import { allowedOrigins } from '../../config.js'
-import { ForbiddenError, UnauthorizedError } from '../../errors.js'
+import { ForbiddenError, InsufficientScopeError, UnauthorizedError } from '../../errors.js'
 
 export const AUTH_COOKIE = 'auth_token'
 
+/** The sign-in's part of an answer (AuthResponse): the token and the user; later, or the second-factor challenge. */
+export interface SignedInAnswer { token: string, user: User }
+export type SignInAnswer = SignedInAnswer
+
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** Reachable without a token. */
+    /** Reachable without a credential. */
     public?: boolean
+    /**
+     * Only for a session whose holder signed in or stepped up within STEP_UP_MAX_AGE_S (403
+     * STEP_UP_REQUIRED): every route that adds a way in. Documented as `x-step-up: <seconds>`.
+     */
+    stepUp?: boolean
+    /**
+     * Scopes the credential must hold (403 INSUFFICIENT_SCOPE); a session holds every scope. Only
+     * routes that name scopes are open to a credential that is no session (an API key, next).
+     */
+    scopes?: string[]
   }
   interface FastifyRequest {
-    tokenClaims: VerifiedClaims | null
-    /** The presented token, once authenticated: its `jti`, expiry, and whether it has a session. */
-    presentedToken: PresentedToken | null
+    /** Who asks, once authenticated: the user, the session behind the credential, its scopes. */
+    principal: Principal
   }
   interface FastifyInstance {
     authenticate: onRequestHookHandler
     /**
-     * Starts a session for the user, signs its token and sets it as the auth cookie; returns
-     * the token for the body.
+     * Writes a completed sign-in (fastify.signIn.complete): sets its token as the auth cookie
+     * and gives the answer's fields.
      */
-    signIn: (reply: FastifyReply, user: UserRow, how: { method: SessionMethod, client: Client, provider?: string }) => Promise<string>
+    answerSignIn: {
+      (reply: FastifyReply, outcome: SignedIn): SignedInAnswer
+      (reply: FastifyReply, outcome: SignInOutcome): SignInAnswer
+    }
     clearAuthCookie: (reply: FastifyReply) => void
   }
 }
 
-function presentedToken (request: FastifyRequest): { token: string, from: 'header' | 'cookie' } | undefined {
+function presentedCredential (request: FastifyRequest): { credential: string, from: 'header' | 'cookie' } | undefined {
   const header = request.headers.authorization
   if (header !== undefined) {
     const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header)
-    if (match) return { token: match[1]!, from: 'header' }
+    if (match) return { credential: match[1]!, from: 'header' }
   }
   // The header wins (spec §5.2); the cookie is the fallback for browser sessions.
   const cookie = request.cookies[AUTH_COOKIE]
-  return cookie ? { token: cookie, from: 'cookie' } : undefined
+  return cookie ? { credential: cookie, from: 'cookie' } : undefined
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 const PURGE_INTERVAL_MS = 10 * 60_000
-/** A session's "last seen" is written at most once a minute. */
-const LAST_SEEN_RESOLUTION_MS = 60_000
-/**
- * How far in the future a token's `iat` may be: clocks a little apart (and the next second a
- * token signed within a password change carries). Beyond it a token is refused, or one minted
- * before "sign out everywhere else" by a fast clock would pass for one minted after it.
- */
-const IAT_LEEWAY_SECONDS = 5
-/** Our jti is a UUID; sessions keep ids up to this long. */
-const MAX_JTI_LENGTH = 255
 
 export default fp(async function authenticate (fastify) {
   const secureCookie = new URL(fastify.config.http.apiUrl).protocol === 'https:'
   const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: secureCookie } as const
+  const stepUpMaxAge = fastify.config.auth.stepUpMaxAgeSeconds
 
-  // @fastify/jwt already decorates request.tokenClaims (its decoratorName).
+  // In order: the first that takes a credential reads it (the API key reader of the next issue
+  // goes before the session token's, which takes anything).
+  const readers: CredentialReader[] = [
+    sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token) })
+  ]
+
   fastify.decorateRequest('user', null as unknown as UserRow)
-  fastify.decorateRequest('presentedToken', null)
+  fastify.decorateRequest('principal', null as unknown as Principal)
 
   const origins = new Set(allowedOrigins(fastify.config))
   // A browser sends the cookie along with requests other sites trigger; a header token it never sends
@@ -77,60 +96,50 @@ export default fp(async function authenticate (fastify) {
     return request.headers['sec-fetch-site'] === 'cross-site'
   }
 
-  fastify.decorate('authenticate', async function (request: FastifyRequest) {
-    const presented = presentedToken(request)
+  // One hook per route, knowing the scopes it names. A credential that is no session (an API
+  // key, next) reaches only the routes that name scopes, and only with those scopes.
+  const authenticateFor = (scopes: readonly string[] | undefined): onRequestHookHandler => async function authenticate (request: FastifyRequest) {
+    const presented = presentedCredential(request)
     if (presented === undefined) throw new UnauthorizedError()
     if (presented.from === 'cookie' && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
-    let claims: VerifiedClaims
-    try {
-      claims = fastify.jwt.verify<VerifiedClaims>(presented.token)
-    } catch {
-      throw new UnauthorizedError()
-    }
-    if (claims.iat > Date.now() / 1000 + IAT_LEEWAY_SECONDS || claims.jti.length > MAX_JTI_LENGTH) throw new UnauthorizedError()
-    const holder = await findUserForToken(fastify.db, claims.sub, claims.jti)
-    // A deleted user, a revoked token, or a token from before a password change.
-    if (holder === undefined || claims.iat < earliestTokenIat(holder.user)) throw new UnauthorizedError()
-    const { session } = holder
-    if (session === null) {
-      // Minted elsewhere with the documented claims: void once "sign out everywhere else" ran after it.
-      if (claims.iat < holder.earliestSessionlessIat) throw new UnauthorizedError()
-    } else {
-      if (session.endedAt !== null) throw new UnauthorizedError()
-      if (Date.now() - Date.parse(session.lastSeenAt) >= LAST_SEEN_RESOLUTION_MS) await touchSession(fastify.db, claims.jti)
-    }
-    request.user = holder.user
-    request.tokenClaims = claims
-    request.presentedToken = { jti: claims.jti, exp: claims.exp, hasSession: session !== null }
-  })
+    const principal = await readCredential(readers, presented.credential)
+    if (scopes === undefined ? principal.session === null : !holdsScopes(principal, scopes)) throw new InsufficientScopeError()
+    request.principal = principal
+    request.user = principal.user
+  }
+  fastify.decorate('authenticate', authenticateFor(undefined))
 
-  fastify.decorate('signIn', async function (reply: FastifyReply, user: UserRow, how: { method: SessionMethod, client: Client, provider?: string }): Promise<string> {
-    // Exactly the claims of spec §5.1 plus `jti`, so other holders of the secret can read and
-    // sign the same tokens. Within the second of a password change, `iat` is the next second.
-    const iat = Math.max(Math.floor(Date.now() / 1000), earliestTokenIat(user))
-    const jti = randomUUID()
-    // The session outlives its token by a minute: its row, ended or not, is never purged while the token works.
-    await fastify.sessions.start({ id: jti, userId: user.id, ...how, expiresAt: new Date((iat + TOKEN_LIFETIME_SECONDS + 60) * 1000) })
-    const token = fastify.jwt.sign({ sub: user.id, email: user.email, jti, iat })
-    reply.setCookie(AUTH_COOKIE, token, { ...cookieOptions, maxAge: TOKEN_LIFETIME_SECONDS })
-    return token
-  })
+  const answerSignIn = (reply: FastifyReply, outcome: SignInOutcome): SignInAnswer => {
+    reply.setCookie(AUTH_COOKIE, outcome.token, { ...cookieOptions, maxAge: outcome.maxAgeSeconds })
+    return { token: outcome.token, user: toUser(outcome.user) }
+  }
+  fastify.decorate('answerSignIn', answerSignIn as FastifyInstance['answerSignIn'])
 
   fastify.decorate('clearAuthCookie', function (reply: FastifyReply) {
     reply.clearCookie(AUTH_COOKIE, cookieOptions)
   })
 
+  // After authentication, only on the routes that ask for it: the others pay nothing.
+  const requireStepUp: onRequestHookHandler = async function requireStepUp (request) {
+    assertRecentlyVerified(request.principal, stepUpMaxAge)
+  }
+
   fastify.addHook('onRoute', (route) => {
-    if (route.config?.public === true) {
+    const { public: isPublic, stepUp, scopes } = route.config ?? {}
+    if (isPublic === true) {
+      if (stepUp === true || scopes !== undefined) throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for a step-up or scopes`)
       if (route.schema !== undefined) route.schema.security = []
       return
     }
     // After the route's other onRequest hooks, the global rate limit's among them (its onRoute
     // hook ran first): a request over the limit is refused before its token costs a query.
     const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
-    route.onRequest = [...existing, fastify.authenticate]
-    // The document says what the hook enforces, so it cannot drift from it.
-    if (route.schema !== undefined) route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
+    route.onRequest = [...existing, scopes === undefined ? fastify.authenticate : authenticateFor(scopes), ...(stepUp === true ? [requireStepUp] : [])]
+    // The document says what the hooks enforce, so it cannot drift from them.
+    if (route.schema !== undefined) {
+      route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
+      if (stepUp === true) (route.schema as Record<string, unknown>)['x-step-up'] = stepUpMaxAge
+    }
   })
 
   // A revocation outlives its token by nothing: once the token has expired it is refused anyway.
@@ -141,4 +150,4 @@ export default fp(async function authenticate (fastify) {
       fastify.log.warn({ err }, 'purging expired revocations failed: trying again later')
     }
   })
-}, { name: 'authenticate', dependencies: ['db', 'scheduler', 'sessions', '@fastify/jwt', '@fastify/cookie'] })
+}, { name: 'authenticate', dependencies: ['db', 'scheduler', '@fastify/jwt', '@fastify/cookie'] })

@@ -13,6 +13,8 @@ const identities: FastifyPluginAsyncTypebox = async (fastify) => {
   const { providerSignIn } = fastify
 
   fastify.post('/identities/:id', {
+    // A new way in: only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S.
+    config: { stepUp: true },
     schema: {
       tags: ['account'],
       operationId: 'startIdentityLink',
@@ -21,15 +23,15 @@ const identities: FastifyPluginAsyncTypebox = async (fastify) => {
         'cookies must reach it: the same site as the web client, as for the `auth_token` cookie). When the provider sends the browser ' +
         'back, the identity is linked and the browser lands on `returnTo?linked=<provider>` (`returnTo` as for the sign-in; default APP_URL), or `returnTo?error=IDENTITY_IN_USE` when ' +
         'it signs in another account (other errors as for sign-in). A notice is emailed. Unknown provider: 404 `PROVIDER_NOT_FOUND`; ' +
-        'a provider that cannot be reached: 503. Only from a session that signed in within the last 15 minutes (403 ' +
-        '`RECENT_SIGN_IN_REQUIRED`: a stolen older token cannot add a way in), to an account whose email is verified (403 ' +
+        'a provider that cannot be reached: 503. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S ' +
+        '(`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`: a stolen older token cannot add a way in), to an account whose email is verified (403 ' +
         '`EMAIL_NOT_VERIFIED`). The link completes only while that session is live.',
       params: LinkParams,
       querystring: StartQuery,
       response: { 200: ref(LinkStarted), ...errorResponses(404) }
     }
   }, async (request, reply) => {
-    const started = await providerSignIn.startLink(clientOf(request), { user: request.user, token: request.presentedToken! }, request.params.id, request.query.returnTo)
+    const started = await providerSignIn.startLink(clientOf(request), { user: request.user, token: request.principal.session! }, request.params.id, request.query.returnTo)
     if ('error' in started) throw new ServiceUnavailableError()
     fastify.bindToBrowser(reply, started.binding)
     return { success: true as const, data: { url: started.url } }

@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
-import { assertPasswordFits, ProfileResponse, ProfileUpdateBody } from '../../schemas/users.js'
+import { assertPasswordFits, CurrentProfileResponse, ProfileResponse, ProfileUpdateBody } from '../../schemas/users.js'
 import identities from './identities.js'
 import sessions from './sessions.js'
 
@@ -31,7 +31,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'getProfile',
       summary: 'The caller\'s profile',
       description: 'The user object, and `pendingEmail`: a new address waiting for its confirmation (null when none).',
-      response: { 200: ref(ProfileResponse) }
+      response: { 200: ref(CurrentProfileResponse) }
     }
   }, async (request) => ({ success: true as const, data: toProfile(request.user, await findPendingEmail(db, request.user.id)) }))
 
@@ -50,9 +50,12 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
     response: { 200: ref(ProfileResponse), ...errorResponses(409) }
   }
   const profileHandler = async (request: FastifyRequest<{ Body: ProfileUpdateBody }>, reply: FastifyReply) => {
-    const { user, pendingEmail, deviceCookie, passwordChanged } = await accounts.changeProfile(clientOf(request), request.user, parseProfileChange(request.body))
-    // The auth cookie first: clients that read one Set-Cookie find the token.
-    const token = passwordChanged ? await fastify.signIn(reply, user, { method: 'password', client: clientOf(request) }) : undefined
+    const client = clientOf(request)
+    const { user, pendingEmail, deviceCookie, passwordChanged } = await accounts.changeProfile(client, request.user, parseProfileChange(request.body))
+    // Every session ended with the old password: the caller's is renewed. The auth cookie first: clients that read one Set-Cookie find the token.
+    const token = passwordChanged
+      ? fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'password-change', session: request.principal.session! })).token
+      : undefined
     if (deviceCookie !== undefined) fastify.rememberDevice(reply, deviceCookie)
     return { success: true as const, data: toProfile(user, pendingEmail), ...(token !== undefined && { token }) }
   }

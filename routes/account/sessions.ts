@@ -1,6 +1,7 @@
 // The caller's sessions and security events (docs/sessions.md). Registered by
 // routes/account/index.ts (under /account); the work is the sessions service's.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { methodsOf } from '../../db/sessions.js'
 import type { SecurityEventRow, SessionRow } from '../../db/types.js'
 import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
@@ -9,8 +10,11 @@ import { SecurityEventList, SecurityEventsQuery, SessionList, SessionParams, typ
 const toSession = (row: SessionRow, currentId: string): Session => ({
   id: row.id,
   method: row.method,
+  methods: methodsOf(row.methods, row.method),
   provider: row.provider,
   createdAt: row.created_at,
+  authenticatedAt: row.authenticated_at,
+  steppedUpAt: row.stepped_up_at,
   lastSeenAt: row.last_seen_at,
   address: row.address,
   userAgent: row.user_agent,
@@ -35,12 +39,13 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listSessions',
       summary: 'The caller\'s live sessions, newest first',
       description: 'Every sign-in (password, sign-up, password reset, identity provider) is a session until it is ended, its token expires ' +
-        '(7 days), or the password changes. `current` marks the session of the token that asked. At most 100.',
+        '(7 days), or the password changes. `methods`: the factors its holder proved; `authenticatedAt`, `steppedUpAt`: when (the routes marked ' +
+        '`x-step-up` need one of them within STEP_UP_MAX_AGE_S). `current` marks the session of the token that asked. At most 100.',
       response: { 200: ref(SessionList) }
     }
   }, async (request) => {
     const rows = await fastify.sessions.list(request.user.id)
-    return { success: true as const, data: rows.map((row) => toSession(row, request.presentedToken!.jti)) }
+    return { success: true as const, data: rows.map((row) => toSession(row, request.principal.session!.jti)) }
   })
 
   fastify.delete('/sessions/:id', {
@@ -55,7 +60,7 @@ const sessions: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     await fastify.sessions.end(request.user.id, request.params.id, clientOf(request))
-    if (request.params.id === request.presentedToken!.jti) fastify.clearAuthCookie(reply)
+    if (request.params.id === request.principal.session!.jti) fastify.clearAuthCookie(reply)
     return { success: true as const, data: null }
   })
 

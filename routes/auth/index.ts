@@ -1,4 +1,5 @@
-// Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts.
+// Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts,
+// identity providers in ./providers.ts, step-up in ./step-up.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
@@ -7,11 +8,13 @@ import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
 import providers from './providers.js'
 import recovery from './recovery.js'
+import stepUp from './step-up.js'
 
 const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   const { accounts } = fastify
   await fastify.register(recovery)
   await fastify.register(providers)
+  await fastify.register(stepUp)
 
   fastify.post('/register', {
     config: { public: true },
@@ -27,11 +30,12 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password')
-    const { user, deviceCookie } = await accounts.register(clientOf(request), request.body)
+    const client = clientOf(request)
+    const { user, deviceCookie } = await accounts.register(client, request.body)
     // The auth cookie first: clients that read one Set-Cookie find the token.
-    const token = await fastify.signIn(reply, user, { method: 'registration', client: clientOf(request) })
+    const answer = fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'registration' }))
     fastify.rememberDevice(reply, deviceCookie)
-    return reply.code(201).send({ success: true, token, user: toUser(user) })
+    return reply.code(201).send({ success: true, ...answer })
   })
 
   fastify.post('/login', {
@@ -51,10 +55,11 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password', 'INVALID_INPUT')
-    const { user, deviceCookie } = await accounts.logIn(clientOf(request), request.body)
-    const token = await fastify.signIn(reply, user, { method: 'password', client: clientOf(request) })
+    const client = clientOf(request)
+    const { user, deviceCookie } = await accounts.logIn(client, request.body)
+    const answer = fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'password' }))
     fastify.rememberDevice(reply, deviceCookie)
-    return { success: true as const, token, user: toUser(user) }
+    return { success: true as const, ...answer }
   })
 
   fastify.get('/me', {
@@ -74,7 +79,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: NullSuccess }
     }
   }, async (request, reply) => {
-    await fastify.sessions.signOut(request.user.id, request.presentedToken!, clientOf(request))
+    await fastify.sessions.signOut(request.user.id, request.principal.session!, clientOf(request))
     fastify.clearAuthCookie(reply)
     return { success: true as const, data: null }
   })
@@ -90,7 +95,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: ref(OthersEnded) }
     }
   }, async (request) => {
-    const ended = await fastify.sessions.endOthers(request.user.id, request.presentedToken!, clientOf(request))
+    const ended = await fastify.sessions.endOthers(request.user.id, request.principal.session!, clientOf(request))
     return { success: true as const, data: { ended } }
   })
 }

@@ -4,7 +4,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyError } from 'fastify'
 import type { CallbackError } from '../../accounts/provider-sign-in.js'
-import { toUser } from '../../db/users.js'
 import { ERROR_CATALOG, isAppError } from '../../errors.js'
 import { clientOf } from '../../client-address.js'
 import { errorResponses, ref } from '../../schemas/common.js'
@@ -108,9 +107,9 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const client = clientOf(request)
     const { user, provider, unbind } = await providerSignIn.exchange(client, request.body.code, fastify.browserSecretsOf(request))
-    const token = await fastify.signIn(reply, user, { method: 'provider', provider, client })
+    const answer = fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'provider', provider }))
     fastify.unbindFromBrowser(reply, unbind)
-    return { success: true as const, token, user: toUser(user) }
+    return { success: true as const, ...answer }
   })
 }
 

@@ -47,10 +47,11 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password')
-    const { user, deviceCookie } = await accounts.resetPassword(clientOf(request), request.body)
-    const token = await fastify.signIn(reply, user, { method: 'password-reset', client: clientOf(request) })
+    const client = clientOf(request)
+    const { user, deviceCookie } = await accounts.resetPassword(client, request.body)
+    const answer = fastify.answerSignIn(reply, await fastify.signIn.complete(client, user, { way: 'password-reset' }))
     fastify.rememberDevice(reply, deviceCookie)
-    return { success: true as const, token, user: toUser(user) }
+    return { success: true as const, ...answer }
   })
 
   fastify.post('/email/verify', {

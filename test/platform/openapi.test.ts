@@ -14,6 +14,7 @@ const expected: Array<[string, string, 'public' | 'protected']> = [
   ['get', '/auth/me', 'protected'],
   ['post', '/auth/logout', 'protected'],
   ['post', '/auth/logout-others', 'protected'],
+  ['post', '/auth/step-up', 'protected'],
   ['get', '/auth/providers', 'public'],
   ['get', '/auth/providers/{id}/start', 'public'],
   ['get', '/auth/providers/{id}/callback', 'public'],
