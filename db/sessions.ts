@@ -1,6 +1,6 @@
 // Sessions: one row per sign-in, keyed by its token's `jti`. An ended row stays until its
 // token would have expired anyway, so that token is still known, and refused.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type UpdateObject } from 'kysely'
 import type { AuthMethod, Database, SessionMethod, SessionRow } from './types.js'
 
 export interface NewSession {
@@ -57,9 +57,14 @@ export async function touchSession (db: Kysely<Database>, id: string): Promise<v
  * with `method`; false when it has ended or expired meanwhile. Only that session: another of the
  * same user stays as it was.
  */
-export async function recordStepUp (db: Kysely<Database>, userId: string, id: string, at: Date, method: AuthMethod): Promise<boolean> {
+export function recordStepUp (db: Kysely<Database>, userId: string, id: string, at: Date, method: AuthMethod): Promise<boolean> {
+  return updateLiveSession(db, userId, id, { stepped_up_at: at, stepped_up_with: method })
+}
+
+/** Sets `changes` on the user's session `id` while it still works (not ended, not expired); whether it did. */
+async function updateLiveSession (db: Kysely<Database>, userId: string, id: string, changes: UpdateObject<Database, 'sessions'>): Promise<boolean> {
   const result = await db.updateTable('sessions')
-    .set({ stepped_up_at: at, stepped_up_with: method })
+    .set(changes)
     .where('id', '=', id)
     .where('user_id', '=', userId)
     .where('ended_at', 'is', null)
@@ -89,15 +94,8 @@ export function listLiveSessions (db: Kysely<Database>, userId: string, limit: n
 }
 
 /** Ends one live session of the user; false when there is none by that id. */
-export async function endSession (db: Kysely<Database>, userId: string, id: string): Promise<boolean> {
-  const result = await db.updateTable('sessions')
-    .set({ ended_at: sql`now()` })
-    .where('id', '=', id)
-    .where('user_id', '=', userId)
-    .where('ended_at', 'is', null)
-    .where('expires_at', '>', sql<string>`now()`)
-    .executeTakeFirst()
-  return result.numUpdatedRows > 0n
+export function endSession (db: Kysely<Database>, userId: string, id: string): Promise<boolean> {
+  return updateLiveSession(db, userId, id, { ended_at: sql`now()` })
 }
 
 /** Ends every live session of the user but `exceptId` (every one when it is undefined); how many ended. */
