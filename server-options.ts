@@ -128,10 +128,19 @@ type Serializer = ReturnType<ReturnType<BuildSerializer>>
 export function serializersOncePerSchema (): BuildSerializer {
   const select = SerializerSelector()
   const built = new Map<string, Serializer>()
+  // Each shared schema by identity: contexts share the root's objects; one that adds its own
+  // (even under an $id another context uses) gets keys of its own.
+  const ids = new WeakMap<object, number>()
+  let lastId = 0
+  const idOf = (schema: object) => {
+    let id = ids.get(schema)
+    if (id === undefined) ids.set(schema, id = ++lastId)
+    return id
+  }
   return (externalSchemas, serializerOpts) => {
     const compile = select(externalSchemas, serializerOpts)
-    // The shared schemas by $id: added once at the root, a context that adds its own gets another key.
-    const context = `${Object.keys(externalSchemas as object).join(' ')}\n${JSON.stringify(serializerOpts ?? {})}`
+    const shared = Object.values(externalSchemas as Record<string, object>).map(idOf).join(' ')
+    const context = `${shared}\n${JSON.stringify(serializerOpts ?? {})}`
     return (route) => {
       const key = `${context}\n${JSON.stringify(route.schema)}`
       let serializer = built.get(key)

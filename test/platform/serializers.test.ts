@@ -28,4 +28,9 @@ t.test('a context with other shared schemas, or other options, gets serializers 
   const tagged = withTag(route({ type: 'object', properties: { tag: { $ref: 'Tag#' } } }, '/t'))
   t.equal(tagged({ tag: { name: 'home', secret: 1 } }), '{"tag":{"name":"home"}}', 'a $ref to a shared schema resolves')
   t.not(factory({}, { rounding: 'floor' })(route(schema, '/a')), withoutTag(route(schema, '/a')), 'different serializer options')
+  // Sibling contexts may each add a schema under the same $id, with other fields.
+  const otherTag = factory({ Tag: { $id: 'Tag', type: 'object', properties: { label: { type: 'string' } } } }, {})
+  const retagged = otherTag(route({ type: 'object', properties: { tag: { $ref: 'Tag#' } } }, '/t'))
+  t.not(retagged, tagged, 'the same $id with other content: not the other context\'s serializer')
+  t.equal(retagged({ tag: { name: 'home', label: 'Home' } }), '{"tag":{"label":"Home"}}', 'its own Tag')
 })
