@@ -19,9 +19,7 @@ export async function measureBesidePostgres (options: Options, root: string, cle
   const database = await createDatabase('postgres', options.databaseServerUrl, cleanups)
   const service = new Service({ root, database, extraEnv: options.env }, cleanups)
   const runs = new Runs(service, options, cleanups)
-  const started = Date.now()
-  await service.start()
-  const startupMs = Date.now() - started
+  const startupMs = await service.timedStart()
   log(`  up in ${startupMs} ms`)
   const startupCurrentMs = await service.timedRestart()
   log(`  started again on the current schema: up in ${startupCurrentMs} ms`)

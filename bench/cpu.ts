@@ -25,8 +25,11 @@ export function processTicks (pid: number): number | undefined {
   }
 }
 
-/** PostgreSQL processes that are ours: backends of `database`, and the server's own helpers. */
-function postgresPids (database: string | undefined): number[] {
+/**
+ * PostgreSQL processes that are ours: backends of `database`, and (unless `backendsOnly`) the
+ * server's own helpers.
+ */
+function postgresPids (database: string | undefined, backendsOnly = false): number[] {
   if (database === undefined) return []
   const pids: number[] = []
   for (const entry of readdirSync('/proc')) {
@@ -36,7 +39,7 @@ function postgresPids (database: string | undefined): number[] {
       const cmdline = readFileSync(`/proc/${entry}/cmdline`, 'utf8').replace(/\0/g, ' ')
       // Backends read "postgres: <user> <database> <client> <state>"; helpers "postgres: checkpointer" etc.
       const backend = /^postgres: \S+ (\S+) \S+/.exec(cmdline)
-      if (backend === null || cmdline.includes(` ${database} `)) pids.push(Number(entry))
+      if (backend === null ? !backendsOnly : cmdline.includes(` ${database} `)) pids.push(Number(entry))
     } catch {}
   }
   return pids
@@ -44,16 +47,7 @@ function postgresPids (database: string | undefined): number[] {
 
 /** CPU ticks of the PostgreSQL backends serving `database` (the server's own helpers left out). */
 export function backendTicks (database: string): number {
-  let ticks = 0
-  for (const pid of postgresPids(database)) {
-    try {
-      if (!readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').includes(` ${database} `)) continue
-    } catch {
-      continue
-    }
-    ticks += processTicks(pid) ?? 0
-  }
-  return ticks
+  return postgresPids(database, true).reduce((sum, pid) => sum + (processTicks(pid) ?? 0), 0)
 }
 
 export class CpuWatch {

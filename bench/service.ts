@@ -4,12 +4,13 @@
 // RSS, event-loop delay, idleness, and the warnings it logs.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { CleanUps } from './cleanup.js'
+import { processTicks } from './cpu.js'
 import { databaseEnv, type BenchDatabase } from './database.js'
 import { log } from './log.js'
 import { BENCH_DIR, ROOT } from './paths.js'
@@ -144,13 +145,18 @@ export class Service {
     this.sampler.attach(this.proc.pid)
   }
 
+  /** Starts the service: ms to its first /health 200. */
+  async timedStart (): Promise<number> {
+    const t = Date.now()
+    await this.start()
+    return Date.now() - t
+  }
+
   /** Stops the service and starts it again on the same database (its schema now current): ms to the first /health 200. */
   async timedRestart (): Promise<number> {
     await this.waitIdle()
     await this.stop()
-    const t = Date.now()
-    await this.start()
-    return Date.now() - t
+    return this.timedStart()
   }
 
   async stop (): Promise<void> {
@@ -214,14 +220,7 @@ export class Service {
   /** Waits until the service uses under 15 % of a core (work left from a run, e.g. queued logins). */
   async waitIdle (maxMs = 90_000): Promise<void> {
     if (!this.alive()) return
-    const ticks = () => {
-      try {
-        const fields = readFileSync(`/proc/${this.proc!.pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-        return Number(fields[11]) + Number(fields[12])
-      } catch {
-        return NaN
-      }
-    }
+    const ticks = () => processTicks(this.proc!.pid) ?? NaN
     const deadline = Date.now() + maxMs
     while (Date.now() < deadline) {
       const before = ticks()

@@ -55,13 +55,11 @@ export default fp(async function db (fastify) {
   const migrate = async () => {
     // Both at once: neither changes anything, and a start of an up-to-date instance needs no more.
     const [current] = await Promise.all([schemaIsCurrent(handle.db), handle.checkSessions()])
-    if (current) {
-      migrated = true
-      return
-    }
-    const { results } = await migrateToLatest(handle.db)
-    for (const migration of results ?? []) {
-      log.info({ migration: migration.migrationName, status: migration.status }, 'migration applied')
+    if (!current) {
+      const { results } = await migrateToLatest(handle.db)
+      for (const migration of results ?? []) {
+        log.info({ migration: migration.migrationName, status: migration.status }, 'migration applied')
+      }
     }
     migrated = true
   }
