@@ -16,6 +16,9 @@ const Url = (defaultValue: string) =>
 interface Setting<S extends TSchema = TSchema> { env: string, schema: S }
 const setting = <S extends TSchema>(env: string, schema: S): Setting<S> => ({ env, schema })
 
+/** 32 bytes as 64 hex digits, or in base64/base64url (43 characters, a padding `=` allowed): accounts/secret-seal.ts reads it. */
+const SEAL_KEY_PATTERN = '^\\s*([0-9a-fA-F]{64}|[A-Za-z0-9+/_-]{43}=?)\\s*$'
+const SEAL_KEY_MESSAGE = 'must be 32 random bytes, as 64 hex digits or in base64 (e.g. openssl rand -base64 32)'
 const ms = (minimum: number, maximum: number, fallback: number) =>
   Type.Integer({ minimum, maximum, default: fallback, errorMessage: `must be milliseconds from ${minimum} to ${maximum}` })
 
@@ -114,7 +117,13 @@ export const SETTINGS = {
     // session that signed in or stepped up this recently (auth-extensions §6): 10 minutes, long
     // enough to finish an enrolment begun after signing in, short enough that a stolen session
     // token is useless for it unless its thief also knows the password.
-    stepUpMaxAgeSeconds: setting('STEP_UP_MAX_AGE_S', Type.Integer({ minimum: 10, maximum: 86_400, default: 600, errorMessage: 'must be seconds from 10 to 86400' }))
+    stepUpMaxAgeSeconds: setting('STEP_UP_MAX_AGE_S', Type.Integer({ minimum: 10, maximum: 86_400, default: 600, errorMessage: 'must be seconds from 10 to 86400' })),
+    // The key TOTP seeds are sealed with (AES-256-GCM: accounts/secret-seal.ts), and the one it
+    // replaced, still read; each seed is sealed again under the current key when next used.
+    // Unset outside production: derived from the JWT secret. In production, required once any
+    // user has turned two-step sign-in on (plugins/app/second-factor.ts refuses to start without).
+    mfaEncryptionKey: setting('MFA_ENCRYPTION_KEY', Type.Optional(Type.String({ pattern: SEAL_KEY_PATTERN, errorMessage: SEAL_KEY_MESSAGE }))),
+    mfaEncryptionKeyPrevious: setting('MFA_ENCRYPTION_KEY_PREVIOUS', Type.Optional(Type.String({ pattern: SEAL_KEY_PATTERN, errorMessage: SEAL_KEY_MESSAGE })))
   },
   payments: {
     secretKey: setting('PAYMENT_SECRET_KEY', Type.Optional(Type.String({ minLength: 1 }))),
@@ -264,6 +273,9 @@ export function loadConfig (env: Record<string, string | undefined> = process.en
     throw new ConfigError('Invalid configuration: BCRYPT_ROUNDS must be at least 12 in production')
   }
   checkTrustProxy(groups.http.trustProxy, production)
+  if (groups.auth.mfaEncryptionKeyPrevious !== undefined && groups.auth.mfaEncryptionKey === undefined) {
+    throw new ConfigError('Invalid configuration: MFA_ENCRYPTION_KEY_PREVIOUS is set without MFA_ENCRYPTION_KEY: set the new key too')
+  }
   return {
     ...groups,
     nodeEnv: root.nodeEnv,

@@ -21,8 +21,11 @@ export const ERROR_CATALOG = {
   VERIFICATION_TOKEN_INVALID: [400, 'This verification link is invalid or has expired'],
   PASSWORD_NOT_SET: [400, 'This account has no password: set one through the password reset'],
   SIGN_IN_CODE_INVALID: [400, 'This sign-in code is invalid or has expired'],
+  MFA_CODE_INCORRECT: [400, 'This code is wrong, or was used already: wait for the next one'],
   UNAUTHORIZED: [401, 'Unauthorized'],
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
+  MFA_CODE_INVALID: [401, 'This code is wrong, or was used already'],
+  MFA_TOKEN_INVALID: [401, 'This sign-in is invalid or has expired: sign in again'],
   FORBIDDEN: [403, 'Forbidden'],
   STEP_UP_REQUIRED: [403, 'Confirm it is you first: step up (POST /auth/step-up) or sign in again'],
   INSUFFICIENT_SCOPE: [403, 'This credential may not do this'],
@@ -40,6 +43,9 @@ export const ERROR_CATALOG = {
   SUBSCRIPTION_ALREADY_ACTIVE: [409, 'Subscription already active'],
   IDEMPOTENCY_KEY_IN_USE: [409, 'A request with this Idempotency-Key is still running'],
   LAST_SIGN_IN_METHOD: [409, 'This is the account\'s last way to sign in'],
+  MFA_ALREADY_ENABLED: [409, 'Two-step sign-in is on already: turn it off first'],
+  MFA_NOT_ENABLED: [409, 'Two-step sign-in is not on'],
+  MFA_NOT_PENDING: [409, 'No enrolment waits for its code: start one first (POST /account/mfa/totp)'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
   IDEMPOTENCY_KEY_REUSED: [422, 'This Idempotency-Key was used for a different request'],
@@ -53,7 +59,8 @@ export const ERROR_CATALOG = {
   PAYMENT_PROVIDER_ERROR: [502, 'Payment provider error'],
   SERVICE_UNAVAILABLE: [503, 'Service unavailable'],
   OVERLOADED: [503, 'Service unavailable'],
-  BILLING_NOT_CONFIGURED: [503, 'Billing is not configured']
+  BILLING_NOT_CONFIGURED: [503, 'Billing is not configured'],
+  MFA_NOT_CONFIGURED: [503, 'Two-step sign-in is not configured on this server']
 } as const satisfies Record<string, readonly [number, string]>
 
 export type ErrorCode = keyof typeof ERROR_CATALOG
@@ -88,6 +95,13 @@ export const StepUpRequiredError = appError('STEP_UP_REQUIRED')
 export const InsufficientScopeError = appError('INSUFFICIENT_SCOPE')
 export const EmailNotVerifiedError = appError('EMAIL_NOT_VERIFIED')
 export const SignInCodeInvalidError = appError('SIGN_IN_CODE_INVALID')
+export const MfaCodeIncorrectError = appError('MFA_CODE_INCORRECT')
+export const MfaCodeInvalidError = appError('MFA_CODE_INVALID')
+export const MfaTokenInvalidError = appError('MFA_TOKEN_INVALID')
+export const MfaAlreadyEnabledError = appError('MFA_ALREADY_ENABLED')
+export const MfaNotEnabledError = appError('MFA_NOT_ENABLED')
+export const MfaNotPendingError = appError('MFA_NOT_PENDING')
+export const MfaNotConfiguredError = appError('MFA_NOT_CONFIGURED')
 export const ProviderNotFoundError = appError('PROVIDER_NOT_FOUND')
 export const SessionNotFoundError = appError('SESSION_NOT_FOUND')
 export const IdentityNotFoundError = appError('IDENTITY_NOT_FOUND')

@@ -94,7 +94,7 @@ export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependenci
           hasSession: session !== null,
           // A token signed elsewhere says nothing of how its holder signed in: `external`, as of its `iat` (§6).
           methods: session?.methods ?? ['external'],
-          verifiedAt: session === null ? claims.iat * 1000 : Date.parse(session.verifiedAt)
+          verifiedAt: session === null ? claims.iat * 1000 : session.verifiedAt === null ? 0 : Date.parse(session.verifiedAt)
         }
       }
     }

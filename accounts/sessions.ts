@@ -48,8 +48,8 @@ export interface SessionStart {
 }
 
 export interface Sessions {
-  /** A new session and its "sign-in" event, in one transaction. */
-  start: (session: SessionStart) => Promise<void>
+  /** A new session and its "sign-in" event, in one transaction (`tx`, when the caller's has more to do). */
+  start: (session: SessionStart, tx?: Kysely<Database>) => Promise<void>
   /** The user's live sessions, newest first. */
   list: (userId: string) => Promise<SessionRow[]>
   /** 404 SESSION_NOT_FOUND unless `id` is a live session of the user. */
@@ -64,11 +64,11 @@ export interface Sessions {
   /**
    * A step-up of the presented token's session with `method`, now (a token without a session
    * first becomes one, `external`, and stays the same token); its time. 401 when that session
-   * has ended meanwhile. No other session of the user is touched.
+   * has ended meanwhile. No other session of the user is touched. In the caller's transaction `tx`, when given.
    */
-  stepUp: (userId: string, current: PresentedToken, method: AuthMethod, client: Client) => Promise<Date>
-  /** A failed sign-in on an existing account, counted per day; never fails the caller. */
-  failedSignIn: (userId: string, client: Client) => void
+  stepUp: (userId: string, current: PresentedToken, method: AuthMethod, client: Client, tx?: Kysely<Database>) => Promise<Date>
+  /** A failed sign-in on an existing account (its password by default; a second factor's code), counted per day; never fails the caller. */
+  failedSignIn: (userId: string, client: Client, method?: AuthMethod) => void
   /** The last 90 days of events, newest first, after the event `before`; `more` when another page follows. */
   events: (userId: string, page: { limit: number, before?: string }) => Promise<{ events: SecurityEventRow[], more: boolean }>
 }
@@ -100,8 +100,8 @@ export async function adoptToken (tx: Kysely<Database>, userId: string, token: P
 
 export function sessionService ({ db, warn }: SessionDependencies): Sessions {
   return {
-    async start (session) {
-      await db.transaction().execute(async (tx) => {
+    async start (session, outer) {
+      const start = async (tx: Kysely<Database>): Promise<void> => {
         await createSession(tx, {
           id: session.id,
           userId: session.userId,
@@ -113,7 +113,8 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
           expiresAt: session.expiresAt
         })
         await recordSecurityEvent(tx, { userId: session.userId, type: 'sign-in', method: session.method, provider: session.provider, ...recordedClient(session.client) })
-      })
+      }
+      await (outer === undefined ? db.transaction().execute(start) : start(outer))
     },
 
     list: (userId) => listLiveSessions(db, userId, MAX_LISTED_SESSIONS),
@@ -149,18 +150,19 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
       })
     },
 
-    stepUp (userId, current, method, client) {
+    stepUp (userId, current, method, client, outer) {
       const at = new Date()
-      return db.transaction().execute(async (tx) => {
+      const stepUp = async (tx: Kysely<Database>): Promise<Date> => {
         await adoptToken(tx, userId, current, client)
         if (!await recordStepUp(tx, userId, current.jti, at, method)) throw new UnauthorizedError()
         await recordSecurityEvent(tx, { userId, type: 'stepped-up', method, ...recordedClient(client) })
         return at
-      })
+      }
+      return outer === undefined ? db.transaction().execute(stepUp) : stepUp(outer)
     },
 
-    failedSignIn (userId, client) {
-      recordFailedSignIn(db, { userId, method: 'password', ...recordedClient(client) })
+    failedSignIn (userId, client, method = 'password') {
+      recordFailedSignIn(db, { userId, method, ...recordedClient(client) })
         .catch((err: unknown) => warn(err, 'recording a failed sign-in failed'))
     },
 

@@ -1,15 +1,19 @@
-// The one door every way in ends at (STYLE.md, "one door"; auth-extensions §2, §6): a password
-// sign-in, a registration, a password reset, an identity provider's exchange and the renewal
-// after a password change (next: passkeys) each hand the user and what they proved to
-// `complete`, which decides whether that is enough (the second factor of an account that has
-// one will be decided here, §3, and nowhere else), starts the session with how and when its
-// holder proved who they are, and signs its token. Routes call it and hand what it returns to
-// the answer (fastify.answerSignIn, plugins/app/authenticate.ts); nothing else signs a token.
+// The one door every way in ends at (STYLE.md, "one door"; auth-extensions §2, §3, §6): a
+// password sign-in, a registration, a password reset, an identity provider's exchange and the
+// renewal after a password change (next: passkeys) each hand the user and what they proved to
+// `complete`, which decides whether that is enough: for an account with a second factor, a
+// password, a reset or a provider is not, and the answer is its challenge (an `mfaToken`),
+// which `completeSecondFactor` takes with the code. Either starts the session with how and when
+// its holder proved who they are, and signs its token. Routes call it and hand what it returns
+// to the answer (fastify.answerSignIn, plugins/app/authenticate.ts); nothing else signs a token.
 // No Fastify here: the signer is a port the jwt plugin fills (plugins/app/sign-in.ts).
 import { randomUUID } from 'node:crypto'
+import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
-import type { AuthMethod, SessionMethod, UserRow } from '../db/types.js'
+import type { AuthMethod, Database, SessionMethod, UserRow } from '../db/types.js'
 import { earliestTokenIat } from '../db/users.js'
+import { MfaCodeInvalidError } from '../errors.js'
+import type { ChallengedWay, SecondFactor, SecondFactorAnswer } from './second-factor.js'
 import type { PresentedToken, Sessions } from './sessions.js'
 
 /** What a way in proved. */
@@ -37,28 +41,41 @@ export interface SignedIn {
   /** How long the token lives, seconds: the cookie's Max-Age. */
   maxAgeSeconds: number
   session: { id: string, methods: AuthMethod[], authenticatedAt: Date }
+  /** After a recovery code: how many are left (the answer says so). */
+  recoveryCodesLeft?: number
 }
 
-/**
- * What a sign-in ends in. Today always signed in; with a second factor (§3) also
- * `{ outcome: 'second-factor-required', mfaToken, methods }`, which the same answer decorator
- * writes, so no route changes.
- */
-export type SignInOutcome = SignedIn
+/** The first factor checked out; the account has a second: POST /auth/mfa with this token and a code. */
+export interface SecondFactorRequired {
+  outcome: 'second-factor-required'
+  user: UserRow
+  mfaToken: string
+  methods: Array<'totp' | 'recovery'>
+}
+
+/** What a sign-in ends in; the answer decorator writes either, so routes need not tell them apart. */
+export type SignInOutcome = SignedIn | SecondFactorRequired
 
 /** The claims the door signs: spec §5.1's and a `jti` (the signer adds `iss`, `aud` and `exp`). */
 export interface SessionClaims { sub: string, email: string, jti: string, iat: number }
 
 export interface SignInDoor {
-  /** Starts the session for what was proved and signs its token (or, later, asks for the second factor). */
+  /** Starts the session for what was proved and signs its token, or asks for the account's second factor. */
   complete: {
-    (client: Client, user: UserRow, proof: Renewal): Promise<SignedIn>
+    (client: Client, user: UserRow, proof: Renewal | { way: 'registration' }): Promise<SignedIn>
     (client: Client, user: UserRow, proof: Proof): Promise<SignInOutcome>
   }
+  /**
+   * The second factor of a sign-in `complete` challenged: the session starts in the transaction
+   * that accepts the code. 401 MFA_TOKEN_INVALID (the challenge), MFA_CODE_INVALID (the code:
+   * wrong, used, or replayed), 429 while the account's checks are suspended.
+   */
+  completeSecondFactor: (client: Client, mfaToken: string, answer: SecondFactorAnswer) => Promise<SignedIn>
 }
 
 export interface SignInDependencies {
   sessions: Pick<Sessions, 'start'>
+  secondFactor: Pick<SecondFactor, 'isOn' | 'challenge' | 'openChallenge' | 'prove'>
   /** Signs a token with these claims (the jwt plugin's signer: HS256, issuer, audience, lifetime). */
   sign: (claims: SessionClaims) => string
   /** How long a token lives (the signer's `exp`), seconds. */
@@ -74,6 +91,9 @@ const SESSION_METHOD: Record<Proof['way'] | Renewal['way'], SessionMethod> = {
   'password-change': 'password'
 }
 
+/** The ways a second factor follows, when the account has one. */
+const CHALLENGED = new Set<Proof['way']>(['password', 'password-reset', 'provider'] satisfies ChallengedWay[])
+
 function methodsOf (proof: Proof | Renewal): AuthMethod[] {
   switch (proof.way) {
     case 'provider': return ['provider']
@@ -83,9 +103,9 @@ function methodsOf (proof: Proof | Renewal): AuthMethod[] {
   }
 }
 
-export function signInDoor ({ sessions, sign, tokenLifetimeSeconds }: SignInDependencies): SignInDoor {
-  async function complete (client: Client, user: UserRow, proof: Proof | Renewal): Promise<SignInOutcome> {
-    const methods = methodsOf(proof)
+export function signInDoor ({ sessions, secondFactor, sign, tokenLifetimeSeconds }: SignInDependencies): SignInDoor {
+  /** The session for what was proved (in `tx`, when the caller's transaction has more to do), and its token. */
+  async function startSession (client: Client, user: UserRow, proof: Proof | Renewal, methods: AuthMethod[], tx?: Kysely<Database>): Promise<SignedIn> {
     const now = Date.now()
     // Within the second of a password change, `iat` is the next second (db/users.ts, earliestTokenIat).
     const iat = Math.max(Math.floor(now / 1000), earliestTokenIat(user))
@@ -101,10 +121,33 @@ export function signInDoor ({ sessions, sign, tokenLifetimeSeconds }: SignInDepe
       ...(proof.way === 'provider' && { provider: proof.provider }),
       client,
       expiresAt: new Date((iat + tokenLifetimeSeconds + 60) * 1000)
-    })
+    }, tx)
     // Exactly the claims of spec §5.1 plus `jti`, so other holders of the secret can read and sign the same tokens.
     const token = sign({ sub: user.id, email: user.email, jti: id, iat })
     return { outcome: 'signed-in', user, token, maxAgeSeconds: tokenLifetimeSeconds, session: { id, methods, authenticatedAt } }
   }
-  return { complete: complete as SignInDoor['complete'] }
+
+  async function complete (client: Client, user: UserRow, proof: Proof | Renewal): Promise<SignInOutcome> {
+    if (CHALLENGED.has(proof.way as Proof['way']) && await secondFactor.isOn(user.id)) {
+      const provider = proof.way === 'provider' ? proof.provider : undefined
+      const { mfaToken, methods } = await secondFactor.challenge(user, proof.way as ChallengedWay, provider)
+      return { outcome: 'second-factor-required', user, mfaToken, methods }
+    }
+    return startSession(client, user, proof, methodsOf(proof))
+  }
+
+  async function completeSecondFactor (client: Client, mfaToken: string, answer: SecondFactorAnswer): Promise<SignedIn> {
+    const challenge = await secondFactor.openChallenge(client, mfaToken)
+    const { user } = challenge
+    const proof: Proof = challenge.way === 'provider' ? { way: 'provider', provider: challenge.provider ?? '' } : { way: challenge.way }
+    const proved = await secondFactor.prove(client, user, answer, {
+      recovery: true,
+      challenge,
+      wrong: async () => new MfaCodeInvalidError(),
+      change: async (tx, method) => ({ value: await startSession(client, user, proof, [...methodsOf(proof), method], tx), emails: [] })
+    })
+    return proved.recoveryCodesLeft === undefined ? proved.value : { ...proved.value, recoveryCodesLeft: proved.recoveryCodesLeft }
+  }
+
+  return { complete: complete as SignInDoor['complete'], completeSecondFactor }
 }

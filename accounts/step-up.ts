@@ -1,31 +1,37 @@
 // Step-up (auth-extensions §6, docs/sessions.md): what adds a lasting way in (linking an
-// identity today; TOTP, recovery codes, passkeys and API keys next) needs a session whose holder
-// proved who they are within STEP_UP_MAX_AGE_S, so a stolen older token cannot add one. Routes
-// ask for it with `config: { stepUp: true }`; the authentication hook judges it on the principal
-// the token check loaded (no query). POST /auth/step-up proves it again, for the caller's
-// session only. No Fastify here.
+// identity, the second factor's enrolment and codes; passkeys and API keys next) needs a
+// session whose holder proved who they are within STEP_UP_MAX_AGE_S, so a stolen older token
+// cannot add one. Routes ask for it with `config: { stepUp: true }`; the authentication hook
+// judges it on the principal the token check loaded (no query; one, to say which methods, only
+// when it refuses). POST /auth/step-up proves it again, for the caller's session only, with the
+// password or a TOTP code; never a recovery code. A session that signed in with a recovery code
+// is fresh only once it stepped up with a TOTP code (or a passkey, next). No Fastify here.
 import type { Client } from '../client-address.js'
-import type { UserRow } from '../db/types.js'
-import { ForbiddenError, InvalidCurrentPasswordError, PasswordNotSetError, stepUpRequired } from '../errors.js'
+import { ForbiddenError, InvalidCurrentPasswordError, MfaCodeIncorrectError, PasswordNotSetError, stepUpRequired } from '../errors.js'
 import type { Principal } from './credentials.js'
 import type { SignInLimits } from './limits.js'
+import type { SecondFactor } from './second-factor.js'
 import type { Passwords } from './service.js'
 import type { Sessions } from './sessions.js'
 
 /** What POST /auth/step-up takes; a recovery code never (§3). */
 export type StepUpMethod = 'password' | 'totp' | 'passkey'
 
-/** What the account can step up with: its password, if it has one (a TOTP code and passkeys next). */
-export const stepUpMethodsOf = (user: Pick<UserRow, 'password'>): StepUpMethod[] => user.password === null ? [] : ['password']
+/** A session signed in with a recovery code: only a TOTP code (or a passkey) steps it up. */
+const signedInWithRecovery = (principal: Principal): boolean => principal.session?.methods.includes('recovery') === true
 
-/**
- * 403 STEP_UP_REQUIRED, with what the account can step up with, unless the principal is a
- * session whose holder signed in or stepped up within `maxAgeSeconds` of `now`.
- */
-export function assertRecentlyVerified (principal: Principal, maxAgeSeconds: number, now = Date.now()): void {
+/** What the principal's session can step up with: the password, if the account has one, and a TOTP code if it is on. */
+export function stepUpMethodsOf (principal: Principal, totp: boolean): StepUpMethod[] {
+  const methods: StepUpMethod[] = []
+  if (principal.user.password !== null && !signedInWithRecovery(principal)) methods.push('password')
+  if (totp) methods.push('totp')
+  return methods
+}
+
+/** Whether the principal is a session whose holder signed in or stepped up within `maxAgeSeconds` of `now`. */
+export function isRecentlyVerified (principal: Principal, maxAgeSeconds: number, now = Date.now()): boolean {
   const { session } = principal
-  if (session !== null && now - session.verifiedAt <= maxAgeSeconds * 1000) return
-  throw stepUpRequired({ methods: stepUpMethodsOf(principal.user), maxAgeSeconds })
+  return session !== null && now - session.verifiedAt <= maxAgeSeconds * 1000
 }
 
 export interface SteppedUp {
@@ -33,34 +39,54 @@ export interface SteppedUp {
   /** Until when the session passes the step-up check. */
   freshUntil: Date
   /** The `sign_in_device` cookie: a correct password, like a sign-in, marks the device. */
-  deviceCookie: string
+  deviceCookie?: string
 }
 
 export interface StepUp {
   /** STEP_UP_MAX_AGE_S */
   maxAgeSeconds: number
+  /** 403 STEP_UP_REQUIRED, with what the session can step up with, unless it is recently verified. */
+  assertFresh: (principal: Principal) => Promise<void>
   /**
    * The caller's session proves its holder again with the account's password. 400
    * INVALID_CURRENT_PASSWORD for a wrong one (a failed sign-in of the account: limited and
-   * locked like one), 400 PASSWORD_NOT_SET for an account without, 429 past the sign-in limits.
+   * locked like one), 400 PASSWORD_NOT_SET for an account without, 429 past the sign-in limits,
+   * 403 STEP_UP_REQUIRED for a session that signed in with a recovery code.
    */
   withPassword: (client: Client, principal: Principal, password: string) => Promise<SteppedUp>
+  /**
+   * The same with a TOTP code: 400 MFA_CODE_INCORRECT for a wrong or used one (counted like a
+   * wrong second factor at sign-in), 409 MFA_NOT_ENABLED, 429 while suspended.
+   */
+  withCode: (client: Client, principal: Principal, code: string) => Promise<SteppedUp>
 }
 
 export interface StepUpDependencies {
   passwords: Passwords
   limits: SignInLimits
   sessions: Pick<Sessions, 'stepUp' | 'failedSignIn'>
+  secondFactor: Pick<SecondFactor, 'isOn' | 'prove'>
   maxAgeSeconds: number
 }
 
-export function stepUpService ({ passwords, limits, sessions, maxAgeSeconds }: StepUpDependencies): StepUp {
+export function stepUpService ({ passwords, limits, sessions, secondFactor, maxAgeSeconds }: StepUpDependencies): StepUp {
+  const fresh = (steppedUpAt: Date, deviceCookie?: string): SteppedUp =>
+    ({ steppedUpAt, freshUntil: new Date(steppedUpAt.getTime() + maxAgeSeconds * 1000), ...(deviceCookie !== undefined && { deviceCookie }) })
+  const refusal = async (principal: Principal): Promise<Error> =>
+    stepUpRequired({ methods: stepUpMethodsOf(principal, await secondFactor.isOn(principal.user.id)), maxAgeSeconds })
+
   return {
     maxAgeSeconds,
-    async withPassword (client, { user, session }, password) {
+    async assertFresh (principal) {
+      if (!isRecentlyVerified(principal, maxAgeSeconds)) throw await refusal(principal)
+    },
+
+    async withPassword (client, principal, password) {
+      const { user, session } = principal
       // A credential that is no session (an API key) has nothing to step up.
       if (session === null) throw new ForbiddenError()
       if (user.password === null) throw new PasswordNotSetError()
+      if (signedInWithRecovery(principal)) throw await refusal(principal)
       // A stolen session guessing the password costs what guessing at sign-in does, on the same account's counts.
       const attempt = await limits.admit(client, user.email)
       passwords.admit()
@@ -69,7 +95,18 @@ export function stepUpService ({ passwords, limits, sessions, maxAgeSeconds }: S
         throw await attempt.failed(new InvalidCurrentPasswordError())
       }
       const steppedUpAt = await sessions.stepUp(user.id, session, 'password', client)
-      return { steppedUpAt, freshUntil: new Date(steppedUpAt.getTime() + maxAgeSeconds * 1000), deviceCookie: await attempt.succeeded(user.email) }
+      return fresh(steppedUpAt, await attempt.succeeded(user.email))
+    },
+
+    async withCode (client, principal, code) {
+      const { user, session } = principal
+      if (session === null) throw new ForbiddenError()
+      const attempt = await limits.admit(client, user.email)
+      const { value: steppedUpAt } = await secondFactor.prove(client, user, { code }, {
+        wrong: () => attempt.failed(new MfaCodeIncorrectError()),
+        change: async (tx) => ({ value: await sessions.stepUp(user.id, session, 'totp', client, tx), emails: [] })
+      })
+      return fresh(steppedUpAt)
     }
   }
 }

@@ -275,6 +275,44 @@ export interface SecurityEventsTable {
   created_at: Generated<string>
 }
 
+/** A user's TOTP factor (auth-extensions §3): pending until its first code confirms it. */
+export interface TotpFactorsTable {
+  user_id: string
+  /** The seed, sealed (accounts/secret-seal.ts): `v1.<key id>.<iv>.<ciphertext>`. */
+  secret: string
+  /** Null while the enrolment waits for its first code. */
+  confirmed_at: NullableTimestamp
+  /** The last accepted 30-second step (Unix time / 30): only a later one is accepted. */
+  last_step: number | null
+  /** Consecutive wrong second-factor answers on the account. */
+  failures: Generated<number>
+  /** Second-factor checks refused until then (ten failures in a row). */
+  suspended_until: NullableTimestamp
+  created_at: Timestamp
+}
+
+export interface RecoveryCodesTable {
+  user_id: string
+  /** SHA-256 (hex) of the user's id and the normalised code. */
+  code_hash: string
+  used_at: NullableTimestamp
+  created_at: Timestamp
+}
+
+/** A sign-in waiting for its second factor: the `mfaToken`'s hash. */
+export interface MfaChallengesTable {
+  token_hash: string
+  user_id: string
+  /** What checked out before it. */
+  way: 'password' | 'password-reset' | 'provider'
+  provider: string | null
+  /** SHA-256 of the password hash it followed ('' for none): a changed password voids it. */
+  password_fingerprint: string
+  tries_left: number
+  expires_at: RequiredTimestamp
+  used_at: NullableTimestamp
+}
+
 export interface Database {
   users: UsersTable
   user_preferences: UserPreferencesTable
@@ -291,6 +329,9 @@ export interface Database {
   oidc_flows: OidcFlowsTable
   sign_in_codes: SignInCodesTable
   security_events: SecurityEventsTable
+  totp_factors: TotpFactorsTable
+  recovery_codes: RecoveryCodesTable
+  mfa_challenges: MfaChallengesTable
 }
 
 export type UserRow = Selectable<UsersTable>
@@ -298,4 +339,6 @@ export type TaskRow = Selectable<TasksTable>
 export type PreferencesRow = Selectable<UserPreferencesTable>
 export type SessionRow = Selectable<SessionsTable>
 export type IdentityRow = Selectable<UserIdentitiesTable>
+export type TotpFactorRow = Selectable<TotpFactorsTable>
+export type MfaChallengeRow = Selectable<MfaChallengesTable>
 export type SecurityEventRow = Selectable<SecurityEventsTable>

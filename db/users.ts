@@ -62,8 +62,11 @@ export const userForToken = prepareQuery('user_for_token', (db, p: { userId: str
       'sessions.last_seen_at as session_last_seen_at',
       'sessions.method as session_method',
       'sessions.methods as session_methods',
-      // greatest() skips a null: the sign-in until a step-up.
-      sql<string | null>`greatest(sessions.authenticated_at, sessions.stepped_up_at)`.as('session_verified_at'),
+      // greatest() skips a null: the sign-in until a step-up. A session that signed in with a
+      // recovery code counts only a step-up with a TOTP code or a passkey (auth-extensions §6): null until then.
+      sql<string | null>`case when sessions.methods like '%recovery%'
+        then case when sessions.stepped_up_with in ('totp', 'passkey') then sessions.stepped_up_at end
+        else greatest(sessions.authenticated_at, sessions.stepped_up_at) end`.as('session_verified_at'),
       sql<string | null>`users.other_tokens_ended_at`.as('other_tokens_ended_at')
     ])
     .where('users.id', '=', p.userId)
@@ -79,8 +82,8 @@ export interface TokenHolder {
     endedAt: string | null
     lastSeenAt: string
     methods: AuthMethod[]
-    /** Its sign-in or its last step-up, whichever came later. */
-    verifiedAt: string
+    /** Its sign-in or its last step-up, whichever came later; null for a recovery-code sign-in not yet stepped up with a TOTP code or a passkey. */
+    verifiedAt: string | null
   } | null
   /** Tokens without a session issued before this second (whole seconds since the epoch) are void. */
   earliestSessionlessIat: number
@@ -95,7 +98,7 @@ export async function findUserForToken (db: Kysely<Database>, userId: string, jt
   } = row
   return {
     user,
-    session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt!, methods: methodsOf(methods, method!), verifiedAt: verifiedAt! },
+    session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt!, methods: methodsOf(methods, method!), verifiedAt },
     earliestSessionlessIat: othersEndedAt === null ? 0 : Math.floor(Date.parse(othersEndedAt) / 1000) + 1
   }
 }

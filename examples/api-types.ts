@@ -142,6 +142,87 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/account/mfa": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Whether two-step sign-in is on, and how many recovery codes are left */
+        get: operations["getSecondFactor"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/mfa/totp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start two-step sign-in: a TOTP seed for an authenticator app
+         * @description Checks the current password (400 `INVALID_CURRENT_PASSWORD`, counted as a failed sign-in; `PASSWORD_NOT_SET` for an account without one: set one through the password reset first), then answers a new seed (`secret`, base32) and its `otpauthUrl` for a QR code. Nothing changes for sign-in until POST /account/mfa/totp/confirm takes its first code; enrolling again before that replaces the seed. 409 `MFA_ALREADY_ENABLED` when it is on (turn it off first). 503 `MFA_NOT_CONFIGURED` in production without MFA_ENCRYPTION_KEY. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["enrolTotp"];
+        /**
+         * Turn two-step sign-in off
+         * @description With the current password and a current code (400 `INVALID_CURRENT_PASSWORD`, `MFA_CODE_INCORRECT`; a recovery code does not turn it off). The seed, the recovery codes and sign-ins waiting for a code go. 409 `MFA_NOT_ENABLED` when it is off. Records `mfa-disabled` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        delete: operations["disableTotp"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/mfa/totp/confirm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Turn two-step sign-in on with the app's first code: ten recovery codes, shown once
+         * @description The code of the seed POST /account/mfa/totp answered (±30 s); it cannot then sign in. A wrong code: 400 `MFA_CODE_INCORRECT`. No enrolment waiting: 409 `MFA_NOT_PENDING`; on already: 409 `MFA_ALREADY_ENABLED`. From then on every sign-in of the account (password, reset, provider) asks for a code. Records `mfa-enabled` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["confirmTotp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/mfa/recovery-codes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ten new recovery codes; the old ones stop working
+         * @description With the current password and a current code, as turning it off. Records `recovery-codes-generated` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["regenerateRecoveryCodes"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/account/profile": {
         parameters: {
             query?: never;
@@ -398,9 +479,29 @@ export interface paths {
         put?: never;
         /**
          * Confirm it is you: the routes that add a way in accept this session for the next STEP_UP_MAX_AGE_S
-         * @description With the account's password (a TOTP code and a passkey come with them; a recovery code never counts). Records the step-up on the caller's session only: the token stays the same, and no other session of the account is freshened; a token signed elsewhere becomes a session (method `external`). A route marked `x-step-up` answers 403 `STEP_UP_REQUIRED` with `stepUp: {methods, maxAgeSeconds}` when the session signed in or stepped up longer ago than that. A wrong password is 400 `INVALID_CURRENT_PASSWORD` and counts as a failed sign-in of the account (limited and locked like sign-in, 429); an account without a password (made through a provider) is 400 `PASSWORD_NOT_SET`: a new sign-in through the provider is fresh too. Records a `stepped-up` security event and sets the `sign_in_device` cookie.
+         * @description With the account's password, or a TOTP code when two-step sign-in is on (a passkey comes with passkeys; a recovery code never counts, and a session that signed in with one steps up only with a code). Records the step-up on the caller's session only: the token stays the same, and no other session of the account is freshened; a token signed elsewhere becomes a session (method `external`). A route marked `x-step-up` answers 403 `STEP_UP_REQUIRED` with `stepUp: {methods, maxAgeSeconds}` when the session signed in or stepped up longer ago than that. A wrong password is 400 `INVALID_CURRENT_PASSWORD` and counts as a failed sign-in of the account (limited and locked like sign-in, 429); an account without a password (made through a provider) is 400 `PASSWORD_NOT_SET`: a new sign-in through the provider is fresh too. A wrong or used code is 400 `MFA_CODE_INCORRECT`, counted like a wrong second factor at sign-in (ten in a row: 429 for 15 minutes). Records a `stepped-up` security event; a password also sets the `sign_in_device` cookie.
          */
         post: operations["stepUp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/mfa": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in, second step: a TOTP code or a recovery code
+         * @description Takes the `mfaToken` that POST /auth/login (or /auth/password/reset, or /auth/providers/exchange) answered with `mfaRequired`, and either `code` (the authenticator app's, ±30 s) or `recoveryCode`. Answers like a sign-in (the token, the user, the `auth_token` cookie); after a recovery code also `recoveryCodesLeft`, and the owner is mailed. Each code works once: a code used already, by any request, is 401 `MFA_CODE_INVALID` like a wrong one. An `mfaToken` lives 5 minutes and takes 5 answers; unknown, used, expired or out of tries, or its account's password changed since: 401 `MFA_TOKEN_INVALID` (sign in again). Ten wrong answers in a row on an account, over any number of sign-ins, pause its second-factor checks for 15 minutes (429 `RATE_LIMITED` with Retry-After) and mail the owner. Limited per client address like sign-in.
+         */
+        post: operations["completeSecondFactor"];
         delete?: never;
         options?: never;
         head?: never;
@@ -665,7 +766,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "FORBIDDEN" | "STEP_UP_REQUIRED" | "INSUFFICIENT_SCOPE" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "MFA_CODE_INCORRECT" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "MFA_CODE_INVALID" | "MFA_TOKEN_INVALID" | "FORBIDDEN" | "STEP_UP_REQUIRED" | "INSUFFICIENT_SCOPE" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "MFA_ALREADY_ENABLED" | "MFA_NOT_ENABLED" | "MFA_NOT_PENDING" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED" | "MFA_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -1069,10 +1170,10 @@ export interface components {
             data: components["schemas"]["Session"][];
         };
         /**
-         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock. `stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what)
+         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock. `stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what). `mfa-enabled`, `mfa-disabled`: two-step sign-in (TOTP) turned on or off; `recovery-codes-generated`: a new set, the old void; `recovery-code-used`: one signed in; `mfa-suspended`: ten wrong second-factor answers in a row paused its checks for 15 minutes. A `sign-in-failed` with method `totp` or `recovery` counts wrong second-factor answers
          * @enum {string}
          */
-        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted" | "stepped-up";
+        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted" | "stepped-up" | "mfa-enabled" | "mfa-disabled" | "recovery-codes-generated" | "recovery-code-used" | "mfa-suspended";
         SecurityEvent: {
             id: string;
             type: components["schemas"]["SecurityEventType"];
@@ -1105,9 +1206,13 @@ export interface components {
                 ended: number;
             };
         };
+        /** @description The password, or a TOTP code */
         StepUpBody: {
             /** @description The account's current password */
             password: string;
+        } | {
+            /** @description The authenticator app's current code (two-step sign-in on) */
+            code: string;
         };
         SteppedUp: {
             /** @enum {boolean} */
@@ -1175,6 +1280,100 @@ export interface components {
             /** @enum {boolean} */
             success: true;
             data: components["schemas"]["Identity"][];
+        };
+        /** @description The password (or reset, or provider) checked out; the account has two-step sign-in: no token yet */
+        MfaChallenge: {
+            /** @enum {boolean} */
+            success: true;
+            /** @enum {boolean} */
+            mfaRequired: true;
+            /** @description For POST /auth/mfa: 5 minutes, 5 tries, once. Not a token for anything else */
+            mfaToken: string;
+            /** @description What POST /auth/mfa takes for this account */
+            methods: ("totp" | "recovery")[];
+        };
+        /** @description Signed in (`token`), or, for an account with two-step sign-in, `mfaRequired` with the `mfaToken` for POST /auth/mfa */
+        SignInResponse: components["schemas"]["AuthResponse"] | components["schemas"]["MfaChallenge"];
+        /**
+         * @description The `mfaToken` and either `code` or `recoveryCode`
+         * @example {
+         *       "mfaToken": "…",
+         *       "code": "123456"
+         *     }
+         * @example {
+         *       "mfaToken": "…",
+         *       "recoveryCode": "abcde-fghjk"
+         *     }
+         */
+        MfaBody: {
+            mfaToken: string;
+            /**
+             * @description The authenticator app's current 6-digit code
+             * @example 123456
+             */
+            code?: string;
+            /** @description One of the recovery codes shown when two-step sign-in was turned on (case, blanks and hyphens do not matter) */
+            recoveryCode?: string;
+        };
+        /** @description Signed in: the token and the user */
+        MfaSignedIn: {
+            /** @enum {boolean} */
+            success: true;
+            /** @description JWT (HS256), valid 7 days; also set as the httpOnly cookie `auth_token` */
+            token: string;
+            user: components["schemas"]["User"];
+            /** @description After a recovery code: how many unused ones are left */
+            recoveryCodesLeft?: number;
+        };
+        TotpEnrolBody: {
+            /** @description The account's current password */
+            currentPassword: string;
+        };
+        TotpConfirmBody: {
+            /**
+             * @description The authenticator app's current 6-digit code
+             * @example 123456
+             */
+            code: string;
+        };
+        TotpCodeBody: {
+            /** @description The account's current password */
+            currentPassword: string;
+            /**
+             * @description The authenticator app's current 6-digit code
+             * @example 123456
+             */
+            code: string;
+        };
+        TotpEnrolment: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                /** @description The seed, base32, for typing into an authenticator app; shown this once */
+                secret: string;
+                /** @description The same as an otpauth:// URI, for a QR code (SHA-1, 6 digits, 30 s; the issuer is APP_URL's host) */
+                otpauthUrl: string;
+            };
+        };
+        RecoveryCodes: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                /** @description Each signs in once in place of a code; shown this once, stored hashed */
+                recoveryCodes: string[];
+            };
+        };
+        MfaStatus: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                /**
+                 * @description `pending`: enrolled, waiting for its first code (POST /account/mfa/totp/confirm)
+                 * @enum {string}
+                 */
+                totp: "off" | "pending" | "on";
+                recoveryCodesLeft: number;
+            };
         };
     };
     responses: {
@@ -1535,6 +1734,199 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getSecondFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MfaStatus"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    enrolTotp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TotpEnrolBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TotpEnrolment"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    disableTotp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TotpCodeBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    confirmTotp: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TotpConfirmBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryCodes"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    regenerateRecoveryCodes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TotpCodeBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecoveryCodes"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getProfile: {
         parameters: {
             query?: never;
@@ -1715,7 +2107,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AuthResponse"];
+                    "application/json": components["schemas"]["SignInResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1962,7 +2354,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AuthResponse"];
+                    "application/json": components["schemas"]["SignInResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -1998,6 +2390,37 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    completeSecondFactor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MfaBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MfaSignedIn"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -2055,7 +2478,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AuthResponse"];
+                    "application/json": components["schemas"]["SignInResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];

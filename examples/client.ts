@@ -2,22 +2,38 @@
 // (examples/api-types.ts, `npm run openapi`) with openapi-fetch. Paths, bodies and
 // responses are all type-checked; a renamed field in the API breaks this file's build.
 import createClient from 'openapi-fetch'
-import type { paths } from './api-types.js'
+import type { components, paths } from './api-types.js'
 
 export function apiClient (baseUrl: string, token?: string) {
   return createClient<paths>({ baseUrl, headers: token ? { authorization: `Bearer ${token}` } : {} })
 }
 
+/** What a sign-in (login, reset, provider exchange) answers: signed in, or, with two-step sign-in on, the challenge. */
+type SignInResponse = components['schemas']['SignInResponse']
+/** Asks the person for their authenticator app's code, or one of their recovery codes. */
+export type AskForCode = (methods: Array<'totp' | 'recovery'>) => Promise<{ code: string } | { recoveryCode: string }>
+
+/** The token and user of a sign-in; for an account with two-step sign-in, after POST /auth/mfa with what `askForCode` gives. */
+async function finishSignIn (baseUrl: string, answer: SignInResponse, askForCode?: AskForCode) {
+  if (!('mfaRequired' in answer)) return { token: answer.token, user: answer.user }
+  if (askForCode === undefined) throw new Error('two-step sign-in is on for this account: a code is needed')
+  const { data, error } = await apiClient(baseUrl).POST('/auth/mfa', { body: { mfaToken: answer.mfaToken, ...await askForCode(answer.methods) } })
+  // MFA_CODE_INVALID: ask again (five tries); MFA_TOKEN_INVALID: sign in again; RATE_LIMITED: wait Retry-After.
+  if (error) throw new Error(`second factor: ${error.code}`)
+  return { token: data.token, user: data.user, recoveryCodesLeft: data.recoveryCodesLeft }
+}
+
 /** Register, sign in, create and list tasks, start a checkout. */
-export async function walkthrough (baseUrl: string, account: { email: string, password: string, priceId: string }) {
+export async function walkthrough (baseUrl: string, account: { email: string, password: string, priceId: string }, askForCode?: AskForCode) {
   const anonymous = apiClient(baseUrl)
   const registered = await anonymous.POST('/auth/register', { body: { name: 'Example', email: account.email, password: account.password } })
   // Programs branch on the stable `code`; `error` is the text for people.
   if (registered.error && registered.error.code !== 'EMAIL_TAKEN') throw new Error(`register: ${registered.error.error}`)
 
-  const signedIn = await anonymous.POST('/auth/login', { body: { email: account.email, password: account.password } })
-  if (signedIn.error) throw new Error(`login: ${signedIn.error.error}`)
-  const api = apiClient(baseUrl, signedIn.data.token)
+  const login = await anonymous.POST('/auth/login', { body: { email: account.email, password: account.password } })
+  if (login.error) throw new Error(`login: ${login.error.error}`)
+  const signedIn = await finishSignIn(baseUrl, login.data, askForCode)
+  const api = apiClient(baseUrl, signedIn.token)
 
   const created = await api.POST('/tasks', { body: { title: 'Try the typed client', status: 'in-progress' } })
   if (created.error) throw new Error(`create task: ${created.error.error}`)
@@ -30,7 +46,7 @@ export async function walkthrough (baseUrl: string, account: { email: string, pa
 
   const { data: tasks, total, todo, inProgress, completed } = listed.data
   return {
-    user: signedIn.data.user,
+    user: signedIn.user,
     task: created.data.data,
     tasks,
     counts: { total, todo, inProgress, completed },
@@ -48,17 +64,34 @@ export async function forgotPassword (baseUrl: string, email: string): Promise<v
 }
 
 /** Sets the new password with the token from the emailed link; signed in with the new token. */
-export async function resetPassword (baseUrl: string, token: string, password: string) {
+export async function resetPassword (baseUrl: string, token: string, password: string, askForCode?: AskForCode) {
   const { data, error } = await apiClient(baseUrl).POST('/auth/password/reset', { body: { token, password } })
   if (error) throw new Error(`reset password: ${error.code}`)
-  return { token: data.token, user: data.user }
+  // A reset never turns two-step sign-in off: it asks for the code like a sign-in.
+  return finishSignIn(baseUrl, data, askForCode)
 }
 
 /** After a provider sign-in the web client lands on `returnTo?signin=<code>`: the code, exchanged within 60 s, signs in. */
-export async function exchangeSignInCode (baseUrl: string, code: string) {
+export async function exchangeSignInCode (baseUrl: string, code: string, askForCode?: AskForCode) {
   const { data, error } = await apiClient(baseUrl).POST('/auth/providers/exchange', { body: { code } })
   if (error) throw new Error(`sign-in code: ${error.code}`)
-  return { token: data.token, user: data.user }
+  return finishSignIn(baseUrl, data, askForCode)
+}
+
+/**
+ * Turns two-step sign-in on: the seed for the authenticator app (`addToApp` shows the
+ * otpauth:// URI as a QR code and returns the first code the app shows), then the ten recovery
+ * codes to keep. Within STEP_UP_MAX_AGE_S of signing in, or after POST /auth/step-up.
+ */
+export async function turnOnTwoStep (baseUrl: string, token: string, password: string, addToApp: (otpauthUrl: string, secret: string) => Promise<string>) {
+  const api = apiClient(baseUrl, token)
+  const enrolled = await api.POST('/account/mfa/totp', { body: { currentPassword: password } })
+  // STEP_UP_REQUIRED: POST /auth/step-up first (error.stepUp.methods says with what).
+  if (enrolled.error) throw new Error(`enrol: ${enrolled.error.code}`)
+  const code = await addToApp(enrolled.data.data.otpauthUrl, enrolled.data.data.secret)
+  const confirmed = await api.POST('/account/mfa/totp/confirm', { body: { code } })
+  if (confirmed.error) throw new Error(`confirm: ${confirmed.error.code}`)
+  return { recoveryCodes: confirmed.data.data.recoveryCodes }
 }
 
 /** Where the account is signed in, sign out everywhere else, and what happened to it lately. */

@@ -11,7 +11,7 @@ export interface MailContext {
 
 export interface RenderedEmail {
   kind: 'welcome' | 'email_verification' | 'password_reset' | 'password_changed' | 'email_changed' | 'email_change_requested' | 'welcome_verified' |
-  'sign_in_method' | 'device_link' | 'security_digest'
+  'sign_in_method' | 'second_factor' | 'device_link' | 'security_digest'
   subject: string
   text: string
   html: string
@@ -117,6 +117,31 @@ export const welcomeVerifiedEmail = (ctx: MailContext, provider: string): Render
 ])
 
 /** A way to sign in was added to the account or removed from it (security notices, docs/sessions.md). */
+/** What happened to the account's second factor, beside it being turned on or off (signInMethodEmail). */
+export type SecondFactorEvent = 'recovery-codes' | 'recovery-code-used' | 'suspended'
+
+export function secondFactorEmail (ctx: MailContext, event: SecondFactorEvent, recoveryCodesLeft = 0): RenderedEmail {
+  const notYou = 'If this was not you, change your password, sign out your other sessions and contact support at once.'
+  switch (event) {
+    case 'recovery-codes':
+      return render(ctx, 'second_factor', 'New recovery codes were made', [
+        `New recovery codes were made for your ${ctx.product} account; the ones you had before no longer work.`, notYou
+      ])
+    case 'recovery-code-used':
+      return render(ctx, 'second_factor', 'A recovery code was used to sign in', [
+        `A recovery code was used to sign in to your ${ctx.product} account. ` +
+          (recoveryCodesLeft === 1 ? 'You have 1 left.' : `You have ${recoveryCodesLeft} left.`) +
+          (recoveryCodesLeft <= 3 ? ' Make new ones in your account\'s security settings.' : ''),
+        notYou
+      ])
+    case 'suspended':
+      return render(ctx, 'second_factor', 'Two-step sign-in paused after wrong codes', [
+        `Someone typed ten wrong two-step codes in a row for your ${ctx.product} account, so its codes are not checked for the next 15 minutes.`,
+        'Whoever did it knew your password: if it was not you, change your password now.'
+      ])
+  }
+}
+
 export const signInMethodEmail = (ctx: MailContext, change: 'added' | 'removed', what: string): RenderedEmail =>
   render(ctx, 'sign_in_method', change === 'added' ? 'A new way to sign in was added' : 'A way to sign in was removed', [
     change === 'added'

@@ -12,8 +12,8 @@ import { findUserForEmailToken, insertEmailToken } from '../db/email-tokens.js'
 import { linkedProviders } from '../db/identities.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
-  deviceLinkEmail, emailChangedEmail, emailChangeRequestedEmail, passwordChangedEmail, passwordResetEmail, securityDigestEmail, signInMethodEmail, tokenLink,
-  verificationEmail, welcomeEmail, welcomeVerifiedEmail, type MailContext, type RenderedEmail
+  deviceLinkEmail, emailChangedEmail, emailChangeRequestedEmail, passwordChangedEmail, passwordResetEmail, secondFactorEmail, securityDigestEmail, signInMethodEmail, tokenLink,
+  verificationEmail, welcomeEmail, welcomeVerifiedEmail, type MailContext, type RenderedEmail, type SecondFactorEvent
 } from './messages.js'
 import { hashToken } from '../token-hash.js'
 
@@ -137,6 +137,12 @@ export class Outbox {
   /** A security notice: `what` (a provider's sign-in, later a second factor, a passkey, an API key) was added or removed. */
   async signInMethod (user: Recipient, change: 'added' | 'removed', what: string, heldForMs?: number): Promise<void> {
     await queueRendered(this.#db, user, user.email, signInMethodEmail(this.#ctx, change, what), heldForMs)
+    this.#queued++
+  }
+
+  /** A security notice of the second factor: new recovery codes, one used (and how many are left), its checks suspended. */
+  async secondFactor (user: Recipient, event: SecondFactorEvent, recoveryCodesLeft?: number, heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, user.email, secondFactorEmail(this.#ctx, event, recoveryCodesLeft), heldForMs)
     this.#queued++
   }
 

@@ -9,6 +9,7 @@ import { ExchangeBody, Identity, IdentityList, LinkStarted, ProviderList } from 
 import {
   AuthMethod, OthersEnded, SecurityEvent, SecurityEventList, SecurityEventType, Session, SessionList, SessionMethod, SteppedUp, StepUpBody, StepUpRefusal
 } from '../schemas/sessions.js'
+import { MfaBody, MfaChallenge, MfaSignedIn, MfaStatus, RecoveryCodes, SignInResponse, TotpCodeBody, TotpConfirmBody, TotpEnrolBody, TotpEnrolment } from '../schemas/second-factor.js'
 import { CreateTaskBody, Task, TaskList, TaskResponse, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import {
   AuthResponse, CurrentProfileResponse, DeviceLinkBody, EmailAddress, ForgotPasswordBody, LoginBody, Profile, ProfileResponse, ProfileUpdateBody, RegisterBody, ResetPasswordBody,
@@ -24,7 +25,8 @@ export const SHARED_SCHEMAS = [
   Theme, Plan, Toggle, Preferences, PreferencesResponse, UpdatePreferencesBody,
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
   SessionMethod, AuthMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded, StepUpBody, SteppedUp, StepUpRefusal,
-  ProviderList, ExchangeBody, LinkStarted, Identity, IdentityList
+  ProviderList, ExchangeBody, LinkStarted, Identity, IdentityList,
+  MfaChallenge, SignInResponse, MfaBody, MfaSignedIn, TotpEnrolBody, TotpConfirmBody, TotpCodeBody, TotpEnrolment, RecoveryCodes, MfaStatus
 ]
 
 export default fp(async function sharedSchemas (fastify) {

@@ -44,7 +44,8 @@ export const SessionParams = Type.Object({
 
 export const SecurityEventType = Type.Enum([
   'sign-in', 'sign-in-failed', 'signed-out', 'session-ended', 'other-sessions-ended', 'password-changed', 'email-change-requested', 'email-changed',
-  'identity-linked', 'identity-unlinked', 'device-trusted', 'stepped-up'
+  'identity-linked', 'identity-unlinked', 'device-trusted', 'stepped-up', 'mfa-enabled', 'mfa-disabled', 'recovery-codes-generated',
+  'recovery-code-used', 'mfa-suspended'
 ], {
   $id: 'SecurityEventType',
   type: 'string',
@@ -52,7 +53,10 @@ export const SecurityEventType = Type.Enum([
     '`email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method ' +
     '`email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device ' +
     'followed the emailed link past a sign-in lock. ' +
-    '`stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what)'
+    '`stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what). ' +
+    '`mfa-enabled`, `mfa-disabled`: two-step sign-in (TOTP) turned on or off; `recovery-codes-generated`: a new set, the old void; ' +
+    '`recovery-code-used`: one signed in; `mfa-suspended`: ten wrong second-factor answers in a row paused its checks for 15 minutes. ' +
+    'A `sign-in-failed` with method `totp` or `recovery` counts wrong second-factor answers'
 })
 
 export const SecurityEvent = Type.Object({
@@ -86,10 +90,13 @@ export const OthersEnded = Type.Object({
   data: Type.Object({ ended: Type.Integer({ minimum: 0, description: 'Sessions ended (tokens signed elsewhere end too, uncounted)' }) })
 }, { $id: 'OthersEnded' })
 
-/** What POST /auth/step-up takes: today the account's password (a TOTP code and a passkey later; never a recovery code). */
-export const StepUpBody = Type.Object({
-  password: Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES, description: 'The account\'s current password' })
-}, { $id: 'StepUpBody', additionalProperties: false })
+/** What POST /auth/step-up takes: the account's password or a TOTP code (a passkey next; never a recovery code). */
+export const StepUpBody = Type.Union([
+  Type.Object({ password: Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES, description: 'The account\'s current password' }) }, { additionalProperties: false }),
+  Type.Object({
+    code: Type.String({ minLength: 6, maxLength: 16, pattern: '^[0-9 -]+$', description: 'The authenticator app\'s current code (two-step sign-in on)' })
+  }, { additionalProperties: false })
+], { $id: 'StepUpBody', description: 'The password, or a TOTP code' })
 export type StepUpBody = Static<typeof StepUpBody>
 
 export const SteppedUp = Type.Object({

@@ -6,12 +6,12 @@
 // (a session proved within STEP_UP_MAX_AGE_S: accounts/step-up.ts, a hook of its own that only
 // the routes that declare it get).
 // Signing a token is the sign-in door's (accounts/sign-in.ts); this plugin sets its cookie and
-// writes its part of the answer (answerSignIn), and clears the cookie at sign-out.
+// writes its part of the answer (answerSignIn: the token, or the second factor's challenge,
+// which sets no cookie), and clears the cookie at sign-out.
 import fp from 'fastify-plugin'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { holdsScopes, readCredential, sessionTokenReader, type CredentialReader, type Principal } from '../../accounts/credentials.js'
 import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
-import { assertRecentlyVerified } from '../../accounts/step-up.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import type { UserRow } from '../../db/types.js'
 import { toUser } from '../../db/users.js'
@@ -22,9 +22,11 @@ import { ForbiddenError, InsufficientScopeError, UnauthorizedError } from '../..
 
 export const AUTH_COOKIE = 'auth_token'
 
-/** The sign-in's part of an answer (AuthResponse): the token and the user; later, or the second-factor challenge. */
-export interface SignedInAnswer { token: string, user: User }
-export type SignInAnswer = SignedInAnswer
+/** The sign-in's part of an answer (AuthResponse): the token and the user (after a recovery code, how many are left). */
+export interface SignedInAnswer { token: string, user: User, recoveryCodesLeft?: number }
+/** Or, for an account with a second factor, its challenge (MfaChallenge): no token yet. */
+export interface SecondFactorAnswer { mfaRequired: true, mfaToken: string, methods: Array<'totp' | 'recovery'> }
+export type SignInAnswer = SignedInAnswer | SecondFactorAnswer
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -110,8 +112,12 @@ export default fp(async function authenticate (fastify) {
   fastify.decorate('authenticate', authenticateFor(undefined))
 
   const answerSignIn = (reply: FastifyReply, outcome: SignInOutcome): SignInAnswer => {
+    // No token and no cookie until the second factor: the mfaToken is no credential.
+    if (outcome.outcome === 'second-factor-required') return { mfaRequired: true, mfaToken: outcome.mfaToken, methods: outcome.methods }
     reply.setCookie(AUTH_COOKIE, outcome.token, { ...cookieOptions, maxAge: outcome.maxAgeSeconds })
-    return { token: outcome.token, user: toUser(outcome.user) }
+    const answer: SignedInAnswer = { token: outcome.token, user: toUser(outcome.user) }
+    if (outcome.recoveryCodesLeft !== undefined) answer.recoveryCodesLeft = outcome.recoveryCodesLeft
+    return answer
   }
   fastify.decorate('answerSignIn', answerSignIn as FastifyInstance['answerSignIn'])
 
@@ -121,7 +127,7 @@ export default fp(async function authenticate (fastify) {
 
   // After authentication, only on the routes that ask for it: the others pay nothing.
   const requireStepUp: onRequestHookHandler = async function requireStepUp (request) {
-    assertRecentlyVerified(request.principal, stepUpMaxAge)
+    await fastify.stepUp.assertFresh(request.principal)
   }
 
   fastify.addHook('onRoute', (route) => {

@@ -1,6 +1,6 @@
-// The sign-in door (accounts/sign-in.ts) with this app's sessions and token signer, and step-up
-// (accounts/step-up.ts) with its password check, limits and window: what every way in, and
-// every step-up, goes through. The only place a session token is signed.
+// The sign-in door (accounts/sign-in.ts) with this app's sessions, second factor and token
+// signer, and step-up (accounts/step-up.ts) with its password and code checks, limits and
+// window: what every way in, and every step-up, goes through. The only place a session token is signed.
 import fp from 'fastify-plugin'
 import { signInDoor, type SignInDoor } from '../../accounts/sign-in.js'
 import { stepUpService, type StepUp } from '../../accounts/step-up.js'
@@ -17,6 +17,7 @@ declare module 'fastify' {
 export default fp(async function signIn (fastify) {
   fastify.decorate('signIn', signInDoor({
     sessions: fastify.sessions,
+    secondFactor: fastify.secondFactor,
     sign: (claims) => fastify.jwt.sign(claims),
     tokenLifetimeSeconds: TOKEN_LIFETIME_SECONDS
   }))
@@ -24,6 +25,7 @@ export default fp(async function signIn (fastify) {
     passwords: fastify.passwords,
     limits: fastify.signInLimits,
     sessions: fastify.sessions,
+    secondFactor: fastify.secondFactor,
     maxAgeSeconds: fastify.config.auth.stepUpMaxAgeSeconds
   }))
-}, { name: 'sign-in', dependencies: ['sessions', 'passwords', 'sign-in-limits', '@fastify/jwt'] })
+}, { name: 'sign-in', dependencies: ['sessions', 'second-factor', 'passwords', 'sign-in-limits', '@fastify/jwt'] })

@@ -1,4 +1,5 @@
-// The caller's profile, and account deletion; sessions and security events in ./sessions.ts.
+// The caller's profile, and account deletion; sessions and security events in ./sessions.ts,
+// linked identities in ./identities.ts, two-step sign-in in ./mfa.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { deleteUser, findPendingEmail, toProfile } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
@@ -8,6 +9,7 @@ import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { assertPasswordFits, CurrentProfileResponse, ProfileResponse, ProfileUpdateBody } from '../../schemas/users.js'
 import identities from './identities.js'
+import mfa from './mfa.js'
 import sessions from './sessions.js'
 
 /** The rules of a profile change JSON Schema cannot express: which fields go together, and the new password's bytes. */
@@ -24,6 +26,7 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
   const { accounts, db } = fastify
   await fastify.register(sessions)
   await fastify.register(identities)
+  await fastify.register(mfa)
 
   fastify.get('/profile', {
     schema: {

@@ -1,11 +1,13 @@
 // Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts,
-// identity providers in ./providers.ts, step-up in ./step-up.ts.
+// identity providers in ./providers.ts, step-up in ./step-up.ts, the second factor's step in ./mfa.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
+import { SignInResponse } from '../../schemas/second-factor.js'
 import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
+import mfa from './mfa.js'
 import providers from './providers.js'
 import recovery from './recovery.js'
 import stepUp from './step-up.js'
@@ -15,6 +17,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   await fastify.register(recovery)
   await fastify.register(providers)
   await fastify.register(stepUp)
+  await fastify.register(mfa)
 
   fastify.post('/register', {
     config: { public: true },
@@ -51,7 +54,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
         'and on a device that followed the link POST /auth/device-link emails to the account\'s address. Successful password checks count per ' +
         'account too: past AUTH_RATE_LIMIT_MAX in a window, 429 `RATE_LIMITED`.',
       body: ref(LoginBody),
-      response: { 200: ref(AuthResponse), ...errorResponses(401) }
+      response: { 200: ref(SignInResponse), ...errorResponses(401) }
     }
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password', 'INVALID_INPUT')

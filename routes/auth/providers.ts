@@ -7,8 +7,8 @@ import type { CallbackError } from '../../accounts/provider-sign-in.js'
 import { ERROR_CATALOG, isAppError } from '../../errors.js'
 import { clientOf } from '../../client-address.js'
 import { errorResponses, ref } from '../../schemas/common.js'
+import { SignInResponse } from '../../schemas/second-factor.js'
 import { CallbackParams, CallbackQuery, ExchangeBody, ProviderList, ProviderParams, StartQuery } from '../../schemas/identities.js'
-import { AuthResponse } from '../../schemas/users.js'
 
 const Redirect = (description: string) => ({ description, type: 'null' })
 
@@ -102,7 +102,7 @@ const providers: FastifyPluginAsyncTypebox = async (fastify) => {
         'one site): the code is bound to that browser. An unknown, used or expired code (60 s), or one from another browser, is 400 ' +
         '`SIGN_IN_CODE_INVALID`. Limited per client address like sign-in.',
       body: ref(ExchangeBody),
-      response: { 200: ref(AuthResponse) }
+      response: { 200: ref(SignInResponse) }
     }
   }, async (request, reply) => {
     const client = clientOf(request)

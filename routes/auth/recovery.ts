@@ -5,8 +5,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
 import { errorResponses, NullSuccess, ref } from '../../schemas/common.js'
+import { SignInResponse } from '../../schemas/second-factor.js'
 import {
-  AuthResponse, DeviceLinkBody, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, TrustDeviceBody, UserResponse, VerifyEmailBody
+  DeviceLinkBody, ForgotPasswordBody, assertPasswordFits, ResetPasswordBody, TrustDeviceBody, UserResponse, VerifyEmailBody
 } from '../../schemas/users.js'
 
 const Accepted = { ...NullSuccess, description: 'Accepted: the email is queued' }
@@ -43,7 +44,7 @@ const recovery: FastifyPluginAsyncTypebox = async (fastify) => {
         'removes the identity providers linked while the account held another address, queues a "password changed" notice naming those still linked, ' +
         'and signs in like login (sets the `auth_token` cookie). Limited per client address like sign-in.',
       body: ref(ResetPasswordBody),
-      response: { 200: ref(AuthResponse) }
+      response: { 200: ref(SignInResponse) }
     }
   }, async (request, reply) => {
     assertPasswordFits(request.body.password, 'password')

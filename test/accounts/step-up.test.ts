@@ -9,6 +9,8 @@ import { json, randomAddress, registerUser, sharedApp, TEST_SECRET, uniqueEmail 
 
 const app = await sharedApp()
 const MAX_AGE = 600
+/** §6 asks a step-up of turning the second factor off too: a stolen session must not strip it. */
+const TURNS_OFF_A_FACTOR = 'turns the second factor off (§6: needs a step-up like adding one)'
 
 /**
  * Every operation, placed: `adds a way in` (it must be marked `x-step-up`), or why it is not
@@ -16,6 +18,11 @@ const MAX_AGE = 600
  */
 const PLACED: Record<string, 'adds a way in' | string> = {
   startIdentityLink: 'adds a way in',
+  enrolTotp: 'adds a way in',
+  confirmTotp: 'adds a way in',
+  regenerateRecoveryCodes: 'adds a way in',
+  disableTotp: TURNS_OFF_A_FACTOR,
+  completeSecondFactor: 'a sign-in',
   providerCallback: 'completes a link only for the session that began it (startIdentityLink), while that session lives',
   updateProfile: 'a new password or email needs currentPassword, its step-up (§6): the origin dashboard sends it from week-old sessions',
   replaceProfile: 'as updateProfile',
@@ -32,7 +39,7 @@ const PLACED: Record<string, 'adds a way in' | string> = {
   logoutOthers: 'removes ways in',
   deleteAccount: 'removes every way in',
   ...Object.fromEntries([
-    'health', 'ready', 'listSessions', 'listSecurityEvents', 'listIdentities', 'getProfile', 'forgotPassword', 'verifyEmail', 'sendVerificationEmail',
+    'health', 'ready', 'getSecondFactor', 'listSessions', 'listSecurityEvents', 'listIdentities', 'getProfile', 'forgotPassword', 'verifyEmail', 'sendVerificationEmail',
     'requestDeviceLink', 'listProviders', 'getCurrentUser', 'createBillingPortalSession', 'createCheckoutSession', 'getPreferences', 'updatePreferences',
     'replacePreferences', 'getSubscription', 'cancelSubscription', 'listTasks', 'createTask', 'getTask', 'updateTask', 'replaceTask', 'deleteTask',
     'receivePaymentWebhook'
@@ -72,7 +79,7 @@ t.test('the document: every operation placed, each that adds a way in marked x-s
   const oldExternal = externalToken(stale, Math.floor(Date.now() / 1000) - MAX_AGE - 60)
   let marked = 0
   for (const { method, path, op } of operations) {
-    const addsAWayIn = PLACED[op.operationId] === 'adds a way in'
+    const addsAWayIn = PLACED[op.operationId] === 'adds a way in' || PLACED[op.operationId] === TURNS_OFF_A_FACTOR
     t.equal(op['x-step-up'], addsAWayIn ? MAX_AGE : undefined, `${op.operationId}: ${addsAWayIn ? 'marked' : 'not marked'}`)
     if (op['x-step-up'] === undefined) continue
     marked++
@@ -88,7 +95,7 @@ t.test('the document: every operation placed, each that adds a way in marked x-s
     const fresh = await app.inject({ method: method.toUpperCase() as 'POST', url, headers: bearer(user.token) })
     t.not(json(fresh).code, 'STEP_UP_REQUIRED', `${op.operationId} lets a session that just signed in past the step-up`)
   }
-  t.equal(marked, 1, 'linking an identity, today (TOTP, recovery codes, passkeys and API keys join it)')
+  t.equal(marked, 5, 'linking an identity, enrolling, confirming and turning off TOTP, new recovery codes (passkeys and API keys join them)')
 })
 
 t.test('a step-up freshens the session that made it, and no other session of the account', async (t) => {

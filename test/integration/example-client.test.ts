@@ -1,7 +1,8 @@
 // The typed example client (examples/client.ts, generated from openapi.json) against the
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
-import { exchangeSignInCode, forgotPassword, resetPassword, securityCheckup, walkthrough } from '../../examples/client.js'
+import { Secret, TOTP } from 'otpauth'
+import { exchangeSignInCode, forgotPassword, resetPassword, securityCheckup, turnOnTwoStep, walkthrough } from '../../examples/client.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
@@ -55,4 +56,20 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
   t.same(checkup.events.slice(0, 3).map((event) => event.type), ['other-sessions-ended', 'sign-in', 'password-changed'])
   t.same(checkup.providers, [], 'no identity provider configured')
   await t.rejects(exchangeSignInCode(server.base, 'not-a-code'), /SIGN_IN_CODE_INVALID/)
+
+  // Two-step sign-in through the same client: on with the app's first code, then a sign-in asks for the next.
+  const codeAt = (secret: string, ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
+  let seed = ''
+  const { recoveryCodes } = await turnOnTwoStep(server.base, reset.token, 'a new horse battery', async (otpauthUrl, secret) => {
+    t.match(otpauthUrl, /^otpauth:\/\/totp\//)
+    seed = secret
+    return codeAt(secret, Date.now())
+  })
+  t.equal(recoveryCodes.length, 10)
+  await t.rejects(walkthrough(server.base, { email, password: 'a new horse battery', priceId: 'price_pro_monthly' }), /two-step sign-in is on/)
+  const twoStep = await walkthrough(server.base, { email, password: 'a new horse battery', priceId: 'price_pro_monthly' }, async (methods) => {
+    t.same(methods, ['totp', 'recovery'])
+    return { code: codeAt(seed, Date.now() + 30_000) }
+  })
+  t.equal(twoStep.user.id, result.user.id, 'signed in with the password and the next code')
 })
