@@ -3,6 +3,7 @@
 // part played here: start → the provider's sign-in → callback → one-time code → exchange.
 // Account matching without takeovers, linking and unlinking, and every way it fails.
 import t, { type Test } from 'tap'
+import { Secret, TOTP } from 'otpauth'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { build, buildKeepingLog, json, registerUser, sharedApp, uniqueEmail } from '../support/helper.js'
 import { startOidcProvider, type IdTokenClaims } from '../support/oidc-provider.js'
@@ -29,7 +30,8 @@ const idp = await startOidcProvider(t, {
     { subject: 'noemail-9' },
     { subject: 'pair-10', email: uniqueEmail('pair'), emailVerified: true },
     { subject: 'pair-11', email: uniqueEmail('pair-other'), emailVerified: true },
-    { subject: 'owner-12', email: uniqueEmail('owner'), emailVerified: true }
+    { subject: 'owner-12', email: uniqueEmail('owner'), emailVerified: true },
+    { subject: 'two-step-13', email: uniqueEmail('two-step'), emailVerified: true }
   ]
 })
 
@@ -637,4 +639,26 @@ t.test('nothing makes the callback answer but a redirect: the global rate limit,
   for (const secret of [back.searchParams.get('code')!, back.searchParams.get('state')!]) {
     t.notOk(lines.some((line) => line.includes(secret)), 'never the code nor the state')
   }
+})
+
+t.test('an account with two-step sign-in: the provider\'s exchange answers the challenge, and the code completes it', async (t) => {
+  const owner = await registerUser(app)
+  await verifyEmail(owner)
+  t.equal((await link(t, owner.auth, 'two-step-13')).searchParams.get('linked'), 'test', 'the identity is linked')
+  const enrol = await app.inject({ method: 'POST', url: '/account/mfa/totp', headers: owner.auth, payload: { currentPassword: owner.password } })
+  const secret = json(enrol).data.secret as string
+  const codeAt = (ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
+  t.equal((await app.inject({ method: 'POST', url: '/account/mfa/totp/confirm', headers: owner.auth, payload: { code: codeAt(Date.now()) } })).statusCode, 200)
+
+  const browser = new Browser()
+  const landed = await signInAt(t, 'two-step-13', undefined, browser)
+  const res = await exchange(landed.searchParams.get('signin')!, browser)
+  t.equal(res.statusCode, 200)
+  t.same(Object.keys(json(res)).sort(), ['methods', 'mfaRequired', 'mfaToken', 'success'], 'the provider\'s sign-in is not enough: no token')
+  t.notOk(browser.jar.has('auth_token'), 'and no cookie')
+  const done = await browser.request('POST', '/auth/mfa', { payload: { mfaToken: json(res).mfaToken, code: codeAt(Date.now() + 30_000) } })
+  t.equal(done.statusCode, 200)
+  t.equal(json(done).user.id, owner.id)
+  const sessions = json(await app.inject({ method: 'GET', url: '/account/sessions', headers: bearer(json(done).token) })).data
+  t.match(sessions.find((s: { current: boolean }) => s.current), { method: 'provider', provider: 'test', methods: ['provider', 'totp'] })
 })
