@@ -103,11 +103,12 @@ export interface SecondFactor {
   /**
    * Checks `answer` (a recovery code only when `recovery` allows it) and, in the transaction
    * that accepts it, runs `change` (its emails queued in it too) and uses `challenge` when
-   * given. A wrong, used or replayed answer throws what `wrong` returns; a wrong one counts
-   * toward the suspension. 429 RATE_LIMITED while suspended; 409 MFA_NOT_ENABLED.
+   * given. A wrong, used or replayed answer throws what `wrong` returns (`guessed`: a wrong one,
+   * which counts toward the suspension; false for a replay or a lost race, which is no guess).
+   * 429 RATE_LIMITED while suspended; 409 MFA_NOT_ENABLED.
    */
   prove: <T>(client: Client, user: UserRow, answer: SecondFactorAnswer, options: {
-    wrong: () => Promise<Error>
+    wrong: (guessed: boolean) => Promise<Error>
     change: (tx: Kysely<Database>, method: 'totp' | 'recovery') => Promise<ChangeWithMail<T>>
     recovery?: boolean
     challenge?: OpenChallenge
@@ -316,7 +317,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
       } catch (err) {
         if (!(err instanceof Refused)) throw err
         if (err.counts) await failed(client, user, method)
-        throw await wrong()
+        throw await wrong(err.counts)
       }
     }
   }

@@ -7,6 +7,7 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import { listSecurityEvents, recordFailedSignIn, recordSecurityEvent } from '../db/security-events.js'
 import { voidSignInState } from '../db/identities.js'
+import { voidChallenges } from '../db/second-factor.js'
 import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions, recordStepUp } from '../db/sessions.js'
 import { revokeToken } from '../db/revoked-tokens.js'
 import type { AuthMethod, Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
@@ -134,8 +135,9 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
         await adoptToken(tx, userId, current, client)
         const ended = await endSessions(tx, userId, current.jti)
         await endOtherTokens(tx, userId, new Date())
-        // Links in flight and codes not yet exchanged end with the sessions.
+        // Links in flight, codes not yet exchanged and sign-ins waiting for their second factor end with the sessions.
         await voidSignInState(tx, userId)
+        await voidChallenges(tx, userId)
         await recordSecurityEvent(tx, { userId, type: 'other-sessions-ended', ...recordedClient(client) })
         return ended
       })

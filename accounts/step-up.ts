@@ -103,7 +103,8 @@ export function stepUpService ({ passwords, limits, sessions, secondFactor, maxA
       if (session === null) throw new ForbiddenError()
       const attempt = await limits.admit(client, user.email)
       const { value: steppedUpAt } = await secondFactor.prove(client, user, { code }, {
-        wrong: () => attempt.failed(new MfaCodeIncorrectError()),
+        // A replayed code is no guess: refused, but not counted against the account.
+        wrong: async (guessed) => guessed ? attempt.failed(new MfaCodeIncorrectError()) : new MfaCodeIncorrectError(),
         change: async (tx) => ({ value: await sessions.stepUp(user.id, session, 'totp', client, tx), emails: [] })
       })
       return fresh(steppedUpAt)

@@ -34,7 +34,7 @@ export function matchStep (secret: string, code: string, now = Date.now()): numb
 }
 
 export const RECOVERY_CODE_COUNT = 10
-// 32 letters and digits with none that reads as another (no 0/o, 1/l/i): 5 bits a character.
+// 31 letters and digits with none that reads as another (no 0/o, 1/l/i): almost 5 bits a character.
 const RECOVERY_ALPHABET = 'abcdefghjkmnpqrstuvwxyz23456789'
 const RECOVERY_HALF = 5
 

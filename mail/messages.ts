@@ -116,7 +116,6 @@ export const welcomeVerifiedEmail = (ctx: MailContext, provider: string): Render
   'If this was not you, contact support at once.'
 ])
 
-/** A way to sign in was added to the account or removed from it (security notices, docs/sessions.md). */
 /** What happened to the account's second factor, beside it being turned on or off (signInMethodEmail). */
 export type SecondFactorEvent = 'recovery-codes' | 'recovery-code-used' | 'suspended'
 
@@ -142,6 +141,7 @@ export function secondFactorEmail (ctx: MailContext, event: SecondFactorEvent, r
   }
 }
 
+/** A way to sign in was added to the account or removed from it (security notices, docs/sessions.md). */
 export const signInMethodEmail = (ctx: MailContext, change: 'added' | 'removed', what: string): RenderedEmail =>
   render(ctx, 'sign_in_method', change === 'added' ? 'A new way to sign in was added' : 'A way to sign in was removed', [
     change === 'added'

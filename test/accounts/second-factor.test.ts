@@ -203,6 +203,12 @@ t.test('an mfaToken: 5 tries, 5 minutes, bound to the password it followed, the 
   const afterChange = await post(app, '/auth/mfa', { mfaToken: beforeChange, code: codeAt(user.secret, Date.now() + 30_000) })
   t.equal(json(afterChange).code, 'MFA_TOKEN_INVALID', 'the password changed since: void')
 
+  const changed = { ...user, password: 'a new password here' }
+  const beforeLogoutOthers = await challenge(app, changed)
+  const signedInElsewhere = json(await post(app, '/auth/mfa', { mfaToken: await challenge(app, changed), recoveryCode: user.recoveryCodes[0] })).token
+  t.equal((await post(app, '/auth/logout-others', {}, { authorization: `Bearer ${signedInElsewhere}` })).statusCode, 200)
+  t.equal(json(await post(app, '/auth/mfa', { mfaToken: beforeLogoutOthers, recoveryCode: user.recoveryCodes[1] })).code, 'MFA_TOKEN_INVALID', '"sign out everywhere else" ends sign-ins waiting for a code')
+
   t.equal(json(await post(app, '/auth/mfa', { mfaToken: 'x'.repeat(43), code: '123456' })).code, 'MFA_TOKEN_INVALID', 'unknown')
   const both = await post(app, '/auth/mfa', { mfaToken: 'x', code: '123456', recoveryCode: 'abcde-fghjk' })
   t.equal(both.statusCode, 400, 'a code and a recovery code: 400')
