@@ -20,6 +20,8 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
     PAYMENT_PRICE_IDS: 'price_pro_monthly',
     PAYMENT_API_URL: stripe.url,
     SMTP_URL: smtp.url,
+    // Every call here comes from 127.0.0.1: room for the walkthroughs' sign-ins and registrations (the default is 10 a minute).
+    AUTH_RATE_LIMIT_MAX: '50',
     ...await testDatabaseEnv(t)
   })
   t.teardown(() => { server.child.kill('SIGKILL') })
