@@ -17,16 +17,16 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import {
   advanceTotpStep, clearSecondFactorFailures, confirmTotp, createChallenge, deleteSecondFactor, findTotpFactor, hasTotp, recordSecondFactorFailure,
-  recoveryCodesLeft, replaceRecoveryCodes, resealTotp, savePendingTotp, secondFactorSuspendedFor, takeChallengeTry, useChallenge, useRecoveryCode
+  recoveryCodesLeft, replaceRecoveryCodes, resealTotp, savePendingTotp, takeChallengeTry, useChallenge, useRecoveryCode
 } from '../db/second-factor.js'
 import { recordSecurityEvent } from '../db/security-events.js'
-import type { AuthMethod, Database, MfaChallengeRow, UserRow } from '../db/types.js'
+import type { Database, MfaChallengeRow, UserRow } from '../db/types.js'
 import { findUserById } from '../db/users.js'
 import {
-  InvalidCurrentPasswordError, MfaAlreadyEnabledError, MfaCodeIncorrectError, MfaNotConfiguredError, MfaNotEnabledError, MfaNotPendingError,
-  MfaTokenInvalidError, PasswordNotSetError, rateLimited
+  MfaAlreadyEnabledError, MfaCodeIncorrectError, MfaNotConfiguredError, MfaNotEnabledError, MfaNotPendingError, MfaTokenInvalidError, rateLimited
 } from '../errors.js'
 import { hashToken } from '../token-hash.js'
+import { checkCurrentPassword } from './current-password.js'
 import { recordedClient, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
 import { SealOpenError, type Sealer } from './secret-seal.js'
@@ -63,7 +63,6 @@ export interface OpenChallenge {
 
 export interface Proved<T> {
   value: T
-  method: Extract<AuthMethod, 'totp' | 'recovery'>
   /** After a recovery code: how many are left. */
   recoveryCodesLeft?: number
 }
@@ -155,17 +154,8 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
     }
   }
 
-  /** The current password, checked like a sign-in (limited, locked, a failure counted). */
-  async function checkPassword (client: Client, user: UserRow, password: string): Promise<void> {
-    if (user.password === null) throw new PasswordNotSetError()
-    const attempt = await limits.admit(client, user.email)
-    passwords.admit()
-    if (!await passwords.verify(password, user.password)) {
-      sessions.failedSignIn(user.id, client)
-      throw await attempt.failed(new InvalidCurrentPasswordError())
-    }
-    await attempt.succeeded(user.email)
-  }
+  /** The current password is checked like a sign-in (limited, locked, a failure counted). */
+  const passwordCheck = { passwords, limits, sessions }
 
   /** New recovery codes replace the old in `tx`: the codes, to show once. */
   async function newCodes (tx: Kysely<Database>, userId: string): Promise<string[]> {
@@ -201,7 +191,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
     async enrol (client, user, currentPassword) {
       const seal = needSealer()
       if (await hasTotp(db, user.id)) throw new MfaAlreadyEnabledError()
-      await checkPassword(client, user, currentPassword)
+      await checkCurrentPassword(passwordCheck, client, user, currentPassword)
       const secret = newTotpSecret()
       if (!await savePendingTotp(db, user.id, seal.seal(secret, sealContext(user.id)))) throw new MfaAlreadyEnabledError()
       return { secret, otpauthUrl: otpauthUrl(secret, issuer, user.email) }
@@ -227,7 +217,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
 
     async disable (client, user, currentPassword, code) {
       if (!await hasTotp(db, user.id)) throw new MfaNotEnabledError()
-      await checkPassword(client, user, currentPassword)
+      await checkCurrentPassword(passwordCheck, client, user, currentPassword)
       await service.prove(client, user, { code }, {
         wrong: async () => new MfaCodeIncorrectError(),
         change: async (tx) => {
@@ -240,7 +230,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
 
     async regenerate (client, user, currentPassword, code) {
       if (!await hasTotp(db, user.id)) throw new MfaNotEnabledError()
-      await checkPassword(client, user, currentPassword)
+      await checkCurrentPassword(passwordCheck, client, user, currentPassword)
       const { value } = await service.prove(client, user, { code }, {
         wrong: async () => new MfaCodeIncorrectError(),
         change: async (tx) => {
@@ -280,8 +270,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
     async prove (client, user, answer, { wrong, change, recovery = false, challenge }) {
       const factor = await findTotpFactor(db, user.id)
       if (factor === undefined || factor.confirmed_at === null) throw challenge === undefined ? new MfaNotEnabledError() : new MfaTokenInvalidError()
-      const suspendedFor = await secondFactorSuspendedFor(db, user.id)
-      if (suspendedFor > 0) throw rateLimited(suspendedFor)
+      if (factor.suspended_for > 0) throw rateLimited(factor.suspended_for)
       const useIt = async (tx: Kysely<Database>): Promise<void> => {
         // Two answers to one challenge racing: one signs in.
         if (challenge !== undefined && !await useChallenge(tx, challenge.tokenHash)) throw new Refused(false)
@@ -299,7 +288,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
             if (opened.stale) await resealTotp(tx, user.id, seal.seal(opened.plain, sealContext(user.id)))
             await useIt(tx)
             const { value, emails } = await change(tx, 'totp')
-            return { value: { value, method: 'totp' as const }, emails }
+            return { value: { value }, emails }
           })
         }
         if (!recovery) throw new Refused(false)
@@ -312,7 +301,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
           await recordSecurityEvent(tx, { userId: user.id, type: 'recovery-code-used', method: 'recovery', ...recordedClient(client) })
           const { value, emails } = await change(tx, 'recovery')
           const notice: AccountEmail = { kind: 'second-factor', user: recipient(user), event: 'recovery-code-used', recoveryCodesLeft: left }
-          return { value: { value, method: 'recovery' as const, recoveryCodesLeft: left }, emails: [...emails, notice] }
+          return { value: { value, recoveryCodesLeft: left }, emails: [...emails, notice] }
         })
       } catch (err) {
         if (!(err instanceof Refused)) throw err

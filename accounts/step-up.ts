@@ -7,8 +7,9 @@
 // password or a TOTP code; never a recovery code. A session that signed in with a recovery code
 // is fresh only once it stepped up with a TOTP code (or a passkey, next). No Fastify here.
 import type { Client } from '../client-address.js'
-import { ForbiddenError, InvalidCurrentPasswordError, MfaCodeIncorrectError, PasswordNotSetError, stepUpRequired } from '../errors.js'
+import { ForbiddenError, MfaCodeIncorrectError, PasswordNotSetError, stepUpRequired } from '../errors.js'
 import type { Principal } from './credentials.js'
+import { checkCurrentPassword } from './current-password.js'
 import type { SignInLimits } from './limits.js'
 import type { SecondFactor } from './second-factor.js'
 import type { Passwords } from './service.js'
@@ -87,15 +88,8 @@ export function stepUpService ({ passwords, limits, sessions, secondFactor, maxA
       if (session === null) throw new ForbiddenError()
       if (user.password === null) throw new PasswordNotSetError()
       if (signedInWithRecovery(principal)) throw await refusal(principal)
-      // A stolen session guessing the password costs what guessing at sign-in does, on the same account's counts.
-      const attempt = await limits.admit(client, user.email)
-      passwords.admit()
-      if (!await passwords.verify(password, user.password)) {
-        sessions.failedSignIn(user.id, client)
-        throw await attempt.failed(new InvalidCurrentPasswordError())
-      }
-      const steppedUpAt = await sessions.stepUp(user.id, session, 'password', client)
-      return fresh(steppedUpAt, await attempt.succeeded(user.email))
+      const deviceCookie = await checkCurrentPassword({ passwords, limits, sessions }, client, user, password)
+      return fresh(await sessions.stepUp(user.id, session, 'password', client), deviceCookie)
     },
 
     async withCode (client, principal, code) {

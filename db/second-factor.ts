@@ -5,8 +5,13 @@
 import { sql, type Insertable, type Kysely } from 'kysely'
 import type { Database, MfaChallengeRow, MfaChallengesTable, TotpFactorRow } from './types.js'
 
-export function findTotpFactor (db: Kysely<Database>, userId: string): Promise<TotpFactorRow | undefined> {
-  return db.selectFrom('totp_factors').selectAll().where('user_id', '=', userId).executeTakeFirst()
+/** The user's factor, with how many seconds its checks stay suspended (0: not suspended), by the database's clock. */
+export function findTotpFactor (db: Kysely<Database>, userId: string): Promise<(TotpFactorRow & { suspended_for: number }) | undefined> {
+  return db.selectFrom('totp_factors')
+    .selectAll()
+    .select(sql<number>`greatest(0, coalesce(ceil(extract(epoch from suspended_until - now())), 0))::int`.as('suspended_for'))
+    .where('user_id', '=', userId)
+    .executeTakeFirst()
 }
 
 /** Whether the user has a confirmed TOTP factor. */
@@ -81,16 +86,6 @@ export async function recordSecondFactorFailure (db: Kysely<Database>, userId: s
     .returning(sql<boolean>`failures = 0`.as('suspended'))
     .executeTakeFirst()
   return row?.suspended === true
-}
-
-/** Seconds the user's second-factor checks stay suspended (0: not suspended), by the database's clock. */
-export async function secondFactorSuspendedFor (db: Kysely<Database>, userId: string): Promise<number> {
-  const row = await db.selectFrom('totp_factors')
-    .select(sql<number>`ceil(extract(epoch from suspended_until - now()))::int`.as('seconds'))
-    .where('user_id', '=', userId)
-    .where('suspended_until', '>', sql<string>`now()`)
-    .executeTakeFirst()
-  return row?.seconds ?? 0
 }
 
 /** Turns the second factor off: the factor, its recovery codes and the challenges waiting for it. */
