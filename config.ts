@@ -159,6 +159,10 @@ export const SETTINGS = {
     requestsPerWindow: setting('RATE_LIMIT_MAX', Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' })),
     /** Sign-in attempts per client, and failed and successful password checks per account, per window. */
     signInMax: setting('AUTH_RATE_LIMIT_MAX', Type.Integer({ minimum: 0, default: 10, errorMessage: 'must be a non-negative integer (0 disables)' })),
+    // Requests one API key makes a minute (auth-extensions §5), counted in Redis when REDIS_URL is
+    // set so every instance shares the count: a script a key belongs to gets its own budget,
+    // apart from its address's RATE_LIMIT_MAX.
+    apiKeyPerMinute: setting('API_KEY_RATE_LIMIT_MAX', Type.Integer({ minimum: 0, default: 600, errorMessage: 'must be a non-negative integer (0 disables)' })),
     windowMs: setting('RATE_LIMIT_WINDOW_MS', Type.Integer({ minimum: 1000, default: 60_000, errorMessage: 'must be at least 1000' })),
     // Mails the account routes send one address an hour, links and notices alike (accounts/mail.ts):
     // enough for a person who lost a mail or two, too few to flood an inbox from many clients;

@@ -21,14 +21,19 @@ export const ERROR_CATALOG = {
   VERIFICATION_TOKEN_INVALID: [400, 'This verification link is invalid or has expired'],
   PASSWORD_NOT_SET: [400, 'This account has no password: set one through the password reset'],
   SIGN_IN_CODE_INVALID: [400, 'This sign-in code is invalid or has expired'],
+  PASSKEY_REJECTED: [400, 'This passkey answer did not check out (a passkey that verifies you, on this site, for this request): try again'],
   MFA_CODE_INCORRECT: [400, 'This code is wrong, or was used already: wait for the next one'],
   UNAUTHORIZED: [401, 'Unauthorized'],
   INVALID_CREDENTIALS: [401, 'Invalid email or password'],
   MFA_CODE_INVALID: [401, 'This code is wrong, or was used already'],
   MFA_TOKEN_INVALID: [401, 'This sign-in is invalid or has expired: sign in again'],
+  PASSKEY_UNKNOWN: [401, 'This passkey is not registered with any account'],
+  PASSKEY_USER_VERIFICATION_REQUIRED: [401, 'This passkey did not verify who is using it (a PIN or biometric): it cannot sign in alone'],
+  PASSKEY_INVALID: [401, 'This passkey answer did not check out: try again'],
   FORBIDDEN: [403, 'Forbidden'],
   STEP_UP_REQUIRED: [403, 'Confirm it is you first: step up (POST /auth/step-up) or sign in again'],
   INSUFFICIENT_SCOPE: [403, 'This credential may not do this'],
+  API_KEY_NOT_ALLOWED: [403, 'API keys cannot be used here: sign in'],
   EMAIL_NOT_VERIFIED: [403, 'Verify your email address first'],
   NOT_FOUND: [404, 'Not found'],
   TASK_NOT_FOUND: [404, 'Task not found'],
@@ -37,6 +42,8 @@ export const ERROR_CATALOG = {
   PROVIDER_NOT_FOUND: [404, 'No such identity provider'],
   SESSION_NOT_FOUND: [404, 'Session not found'],
   IDENTITY_NOT_FOUND: [404, 'Identity not found'],
+  PASSKEY_NOT_FOUND: [404, 'Passkey not found'],
+  API_KEY_NOT_FOUND: [404, 'API key not found'],
   EMAIL_TAKEN: [409, 'Email already registered'],
   EMAIL_ALREADY_VERIFIED: [409, 'Email already verified'],
   PASSWORD_CHANGE_CONFLICT: [409, 'The password was changed by another request'],
@@ -46,6 +53,9 @@ export const ERROR_CATALOG = {
   MFA_ALREADY_ENABLED: [409, 'Two-step sign-in is on already: turn it off first'],
   MFA_NOT_ENABLED: [409, 'Two-step sign-in is not on'],
   MFA_NOT_PENDING: [409, 'No enrolment waits for its code: start one first (POST /account/mfa/totp)'],
+  PASSKEY_ALREADY_REGISTERED: [409, 'This passkey is registered already'],
+  PASSKEY_LIMIT_REACHED: [409, 'An account has at most 50 passkeys: remove one first'],
+  API_KEY_LIMIT_REACHED: [409, 'An account has at most 20 live API keys: revoke one first'],
   PAYLOAD_TOO_LARGE: [413, 'Payload too large'],
   UNSUPPORTED_MEDIA_TYPE: [415, 'Unsupported media type'],
   IDEMPOTENCY_KEY_REUSED: [422, 'This Idempotency-Key was used for a different request'],
@@ -93,6 +103,16 @@ export const EmailAlreadyVerifiedError = appError('EMAIL_ALREADY_VERIFIED')
 export const PasswordNotSetError = appError('PASSWORD_NOT_SET')
 export const StepUpRequiredError = appError('STEP_UP_REQUIRED')
 export const InsufficientScopeError = appError('INSUFFICIENT_SCOPE')
+export const ApiKeyNotAllowedError = appError('API_KEY_NOT_ALLOWED')
+export const ApiKeyNotFoundError = appError('API_KEY_NOT_FOUND')
+export const ApiKeyLimitReachedError = appError('API_KEY_LIMIT_REACHED')
+export const PasskeyUnknownError = appError('PASSKEY_UNKNOWN')
+export const PasskeyUserVerificationRequiredError = appError('PASSKEY_USER_VERIFICATION_REQUIRED')
+export const PasskeyInvalidError = appError('PASSKEY_INVALID')
+export const PasskeyNotFoundError = appError('PASSKEY_NOT_FOUND')
+export const PasskeyAlreadyRegisteredError = appError('PASSKEY_ALREADY_REGISTERED')
+export const PasskeyRejectedError = appError('PASSKEY_REJECTED')
+export const PasskeyLimitReachedError = appError('PASSKEY_LIMIT_REACHED')
 export const EmailNotVerifiedError = appError('EMAIL_NOT_VERIFIED')
 export const SignInCodeInvalidError = appError('SIGN_IN_CODE_INVALID')
 export const MfaCodeIncorrectError = appError('MFA_CODE_INCORRECT')

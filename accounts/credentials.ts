@@ -1,11 +1,12 @@
 // Who is asking (STYLE.md: "credentials are read by a list of readers"). Each reader takes one
-// kind of credential (today the session token, a JWT; next the personal API key, known by its
-// prefix) and yields one principal: the user, the session behind the credential if it is one,
+// kind of credential (the session token, a JWT; the personal API key, known by its prefix:
+// accounts/api-keys.ts) and yields one principal: the user, the session behind the credential if it is one,
 // and its scopes. The authentication hook (plugins/app/authenticate.ts) hands the presented
 // credential to the first reader that takes it; route flags (`scopes`, `stepUp`) are then
 // judged on the principal, never on the kind of credential, so a new reader touches no route.
 // No Fastify here: the token's verifier is a port the jwt plugin fills.
 import type { Kysely } from 'kysely'
+import type { Client } from '../client-address.js'
 import { touchSession } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
 import { earliestTokenIat, findUserForToken } from '../db/users.js'
@@ -18,18 +19,20 @@ export interface Principal {
   session: PresentedToken | null
   /** What it may do: every scope for a session; an API key only its own. */
   scopes: 'all' | ReadonlySet<string>
+  /** The API key's id, when the credential is one (for the request log). */
+  apiKeyId?: string
 }
 
 export interface CredentialReader {
   /** Whether the credential is of this reader's kind (an API key by its prefix). */
   takes: (credential: string) => boolean
-  /** Its principal; 401 UNAUTHORIZED when it does not check out. */
-  read: (credential: string) => Promise<Principal>
+  /** Its principal; 401 UNAUTHORIZED when it does not check out. `client`: who presents it (an API key records where it was last used). */
+  read: (credential: string, client: Client) => Promise<Principal>
 }
 
 /** The principal of the first reader that takes the credential; 401 when none does. */
-export async function readCredential (readers: readonly CredentialReader[], credential: string): Promise<Principal> {
-  for (const reader of readers) if (reader.takes(credential)) return reader.read(credential)
+export async function readCredential (readers: readonly CredentialReader[], credential: string, client: Client): Promise<Principal> {
+  for (const reader of readers) if (reader.takes(credential)) return reader.read(credential, client)
   throw new UnauthorizedError()
 }
 

@@ -6,7 +6,7 @@
 // for that address in one digest when the hour ends, so the owner still learns what happened.
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/types.js'
-import type { SecondFactorEvent } from '../mail/messages.js'
+import type { ApiKeyEvent, SecondFactorEvent } from '../mail/messages.js'
 import type { Outbox } from '../mail/outbox.js'
 import type { MailQueue, Waker } from '../mail/queue.js'
 import type { InboxAdmission } from './limits.js'
@@ -30,6 +30,8 @@ export type AccountEmail =
   | { kind: 'sign-in-method', user: Recipient, change: 'added' | 'removed', what: string }
   /** `recoveryCodesLeft` for `recovery-code-used`. */
   | { kind: 'second-factor', user: Recipient, event: SecondFactorEvent, recoveryCodesLeft?: number }
+  /** The key by its name and prefix; `count` for `revoked-by-reset`. */
+  | { kind: 'api-key', user: Recipient, event: ApiKeyEvent, name: string, prefix: string, count?: number }
 
 /** What a change made in a transaction returns: its value, and the emails it causes. */
 export interface ChangeWithMail<T> { value: T, emails: AccountEmail[] }
@@ -69,6 +71,7 @@ export function outboxMail (mail: MailQueue<Waker>, inbox: InboxCap): AccountMai
       case 'welcome-verified': return outbox.welcomeVerified(email.user, email.provider, heldForMs)
       case 'sign-in-method': return outbox.signInMethod(email.user, email.change, email.what, heldForMs)
       case 'second-factor': return outbox.secondFactor(email.user, email.event, email.recoveryCodesLeft, heldForMs)
+      case 'api-key': return outbox.apiKey(email.user, email.event, email, email.count, heldForMs)
     }
   }
   return {

@@ -10,6 +10,7 @@ import type { Client } from '../client-address.js'
 import {
   createFlow, createIdentity, createSignInCode, deleteIdentity, findIdentity, listIdentities, lockUserSignInMethods, takeFlow, takeSignInCode
 } from '../db/identities.js'
+import { countPasskeys } from '../db/passkeys.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import { liveSessionStart } from '../db/sessions.js'
 import type { Database, IdentityRow, UserRow } from '../db/types.js'
@@ -348,7 +349,8 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
         if (removed === undefined) throw new IdentityNotFoundError()
         // The removed one counted only if its provider is configured.
         const left = methods.identities - (byId.has(removed.provider) ? 1 : 0)
-        if (!methods.hasPassword && left < 1) throw new LastSignInMethodError()
+        // Passkeys are ways in too (the user row is locked: a passkey's removal waits for this one).
+        if (!methods.hasPassword && left < 1 && await countPasskeys(tx, user.id) < 1) throw new LastSignInMethodError()
         await recordSecurityEvent(tx, { userId: user.id, type: 'identity-unlinked', provider: removed.provider, ...recordedClient(client) })
         const name = byId.get(removed.provider)?.name ?? removed.provider
         return { value: undefined, emails: [{ kind: 'sign-in-method', user, change: 'removed', what: `Sign-in with ${name}` }] }

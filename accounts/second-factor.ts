@@ -5,10 +5,11 @@
 // - A sign-in whose first factor checked out is asked for it by the door (accounts/sign-in.ts)
 //   through a challenge: an opaque `mfaToken`, kept as its hash, 5 minutes, 5 tries, used once,
 //   bound to the password it followed.
-// - `prove` checks an answer (a code, or a recovery code) and runs the caller's change (start a
+// - `prove` checks an answer (a code, a recovery code, or at sign-in a passkey: presence is
+//   enough for a second factor, accounts/passkeys.ts) and runs the caller's change (start a
 //   session, record a step-up, turn the factor off, …) in the transaction that accepts it: the
-//   last accepted time step moves forward by compare-and-set, or the recovery code is used, in
-//   that same transaction, so a code works once however many requests race with it.
+//   last accepted time step moves forward by compare-and-set, or the recovery code is used, or
+//   the passkey's counter moves (compare-and-set), in that same transaction, so a code works once however many requests race with it.
 // - Ten wrong answers in a row on an account, over any number of challenges, suspend its checks
 //   for 15 minutes (429 RATE_LIMITED) and mail its owner.
 // No Fastify here: the client comes in as plain facts.
@@ -16,7 +17,7 @@ import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import {
-  advanceTotpStep, clearSecondFactorFailures, confirmTotp, createChallenge, deleteSecondFactor, findTotpFactor, hasTotp, recordSecondFactorFailure,
+  advanceTotpStep, clearSecondFactorFailures, confirmTotp, createChallenge, deleteSecondFactor, findLiveChallenge, findTotpFactor, hasTotp, recordSecondFactorFailure,
   recoveryCodesLeft, replaceRecoveryCodes, resealTotp, savePendingTotp, takeChallengeTry, useChallenge, useRecoveryCode
 } from '../db/second-factor.js'
 import { recordSecurityEvent } from '../db/security-events.js'
@@ -29,6 +30,7 @@ import { hashToken } from '../token-hash.js'
 import { checkCurrentPassword } from './current-password.js'
 import { recordedClient, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
+import { PasskeyRefusal, type AuthenticationResponse, type Passkeys } from './passkeys.js'
 import { SealOpenError, type Sealer } from './secret-seal.js'
 import type { Passwords } from './service.js'
 import type { Sessions } from './sessions.js'
@@ -41,16 +43,19 @@ export const CHALLENGE_TRIES = 5
 export const FAILURES_BEFORE_SUSPENSION = 10
 export const SUSPENSION_SECONDS = 15 * 60
 
-/** An answer to the second factor. */
-export type SecondFactorAnswer = { code: string } | { recoveryCode: string }
+/** An answer to the second factor: a passkey's only at sign-in, for the challenge it answers. */
+export type SecondFactorAnswer = { code: string } | { recoveryCode: string } | { passkey: AuthenticationResponse }
+
+/** What proved the second factor. */
+export type SecondFactorMethod = 'totp' | 'recovery' | 'passkey'
 
 /** What a sign-in waiting for its second factor followed: the first factor's way. */
 export type ChallengedWay = 'password' | 'password-reset' | 'provider'
 
 export interface Challenge {
   mfaToken: string
-  /** What POST /auth/mfa takes for this account. */
-  methods: Array<'totp' | 'recovery'>
+  /** What POST /auth/mfa takes for this account (`passkey` when it has one). */
+  methods: SecondFactorMethod[]
 }
 
 /** A challenge whose `mfaToken` checked out, one try taken: the user, and what it followed. */
@@ -93,6 +98,8 @@ export interface SecondFactor {
   regenerate: (client: Client, user: UserRow, currentPassword: string, code: string) => Promise<{ recoveryCodes: string[] }>
   /** A challenge for a sign-in of `user` whose first factor (`way`) checked out. */
   challenge: (user: UserRow, way: ChallengedWay, provider?: string) => Promise<Challenge>
+  /** The user a live challenge waits for (no try taken: for a passkey's options); 401 MFA_TOKEN_INVALID. */
+  pendingUser: (mfaToken: string) => Promise<{ userId: string, tokenHash: string }>
   /**
    * Takes one try of the challenge an `mfaToken` names, once the client is within the sign-in
    * limits (429): 401 MFA_TOKEN_INVALID when it is unknown, used, expired, out of tries, or its
@@ -100,15 +107,16 @@ export interface SecondFactor {
    */
   openChallenge: (client: Client, mfaToken: string) => Promise<OpenChallenge>
   /**
-   * Checks `answer` (a recovery code only when `recovery` allows it) and, in the transaction
-   * that accepts it, runs `change` (its emails queued in it too) and uses `challenge` when
-   * given. A wrong, used or replayed answer throws what `wrong` returns (`guessed`: a wrong one,
-   * which counts toward the suspension; false for a replay or a lost race, which is no guess).
+   * Checks `answer` (a recovery code only when `recovery` allows it, a passkey only for a
+   * `challenge`, whose user it must be) and, in the transaction that accepts it, runs `change`
+   * (its emails queued in it too) and uses `challenge` when given. A wrong, used or replayed
+   * answer throws what `wrong` returns (`guessed`: a wrong one, which counts toward the
+   * suspension; false for a replay or a lost race, which is no guess; `method`: what was tried).
    * 429 RATE_LIMITED while suspended; 409 MFA_NOT_ENABLED.
    */
   prove: <T>(client: Client, user: UserRow, answer: SecondFactorAnswer, options: {
-    wrong: (guessed: boolean) => Promise<Error>
-    change: (tx: Kysely<Database>, method: 'totp' | 'recovery') => Promise<ChangeWithMail<T>>
+    wrong: (guessed: boolean, method: SecondFactorMethod) => Promise<Error>
+    change: (tx: Kysely<Database>, method: SecondFactorMethod) => Promise<ChangeWithMail<T>>
     recovery?: boolean
     challenge?: OpenChallenge
   }) => Promise<Proved<T>>
@@ -120,6 +128,7 @@ export interface SecondFactorDependencies {
   passwords: Passwords
   limits: SignInLimits
   sessions: Pick<Sessions, 'failedSignIn'>
+  passkeys: Pick<Passkeys, 'has' | 'check' | 'accept'>
   /** Seals seeds at rest; null when no key is configured (production without MFA_ENCRYPTION_KEY). */
   sealer: Sealer | null
   /** The issuer an authenticator app shows: APP_URL's host. */
@@ -137,7 +146,7 @@ class Refused extends Error {
   constructor (readonly counts: boolean) { super('refused') }
 }
 
-export function secondFactorService ({ db, mail, passwords, limits, sessions, sealer, issuer, warn }: SecondFactorDependencies): SecondFactor {
+export function secondFactorService ({ db, mail, passwords, limits, sessions, passkeys, sealer, issuer, warn }: SecondFactorDependencies): SecondFactor {
   const recipient = (user: UserRow) => ({ id: user.id, email: user.email })
   const needSealer = (): Sealer => {
     if (sealer === null) throw new MfaNotConfiguredError()
@@ -165,7 +174,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
   }
 
   /** One more wrong answer: at the tenth in a row the checks pause, the owner is told. */
-  async function failed (client: Client, user: UserRow, method: 'totp' | 'recovery'): Promise<void> {
+  async function failed (client: Client, user: UserRow, method: SecondFactorMethod): Promise<void> {
     sessions.failedSignIn(user.id, client, method)
     if (!await recordSecondFactorFailure(db, user.id, FAILURES_BEFORE_SUSPENSION, SUSPENSION_SECONDS)) return
     try {
@@ -253,7 +262,14 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
         tries_left: CHALLENGE_TRIES,
         expires_at: new Date(Date.now() + CHALLENGE_TTL_MS)
       })
-      return { mfaToken, methods: ['totp', 'recovery'] }
+      return { mfaToken, methods: await passkeys.has(user.id) ? ['totp', 'recovery', 'passkey'] : ['totp', 'recovery'] }
+    },
+
+    async pendingUser (mfaToken) {
+      const tokenHash = hashToken(mfaToken)
+      const row = await findLiveChallenge(db, tokenHash)
+      if (row === undefined) throw new MfaTokenInvalidError()
+      return { userId: row.user_id, tokenHash }
     },
 
     async openChallenge (client, mfaToken) {
@@ -275,8 +291,22 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
         // Two answers to one challenge racing: one signs in.
         if (challenge !== undefined && !await useChallenge(tx, challenge.tokenHash)) throw new Refused(false)
       }
-      const method = 'code' in answer ? 'totp' : 'recovery'
+      const method: SecondFactorMethod = 'code' in answer ? 'totp' : 'passkey' in answer ? 'passkey' : 'recovery'
       try {
+        if ('passkey' in answer) {
+          // A passkey answers the challenge of this sign-in only, with a passkey of its user.
+          if (challenge === undefined) throw new Refused(false)
+          const assertion = await passkeys.check(client, answer.passkey, 'second-factor', { userId: user.id, mfaTokenHash: challenge.tokenHash }, false)
+            .catch((err: unknown) => { throw err instanceof PasskeyRefusal ? new Refused(true) : err })
+          return await mail.transaction(async (tx) => {
+            // Compare-and-set: another request moved the counter first.
+            if (!await passkeys.accept(tx, assertion)) throw new Refused(false)
+            await clearSecondFactorFailures(tx, user.id)
+            await useIt(tx)
+            const { value, emails } = await change(tx, 'passkey')
+            return { value: { value }, emails }
+          })
+        }
         if ('code' in answer) {
           const seal = needSealer()
           const opened = openSeed(seal, user.id, factor.secret)
@@ -306,7 +336,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, se
       } catch (err) {
         if (!(err instanceof Refused)) throw err
         if (err.counts) await failed(client, user, method)
-        throw await wrong(err.counts)
+        throw await wrong(err.counts, method)
       }
     }
   }

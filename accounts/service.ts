@@ -20,6 +20,7 @@ import {
   PasswordChangeConflictError, PasswordNotSetError, ResetTokenInvalidError, UnauthorizedError, VerificationTokenInvalidError
 } from '../errors.js'
 import { hashToken } from '../token-hash.js'
+import { revokeKeysOnReset } from './api-keys.js'
 import { recordedClient, type Attempt, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
 import type { Sessions } from './sessions.js'
@@ -235,7 +236,9 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...recordedClient(client) })
         // The reset proves this address is the owner's: a way in linked under another one may be whoever moved the account here.
         await unlinkedBy(tx, userId, 'password-reset', client)
-        return { value: updated, emails: [{ kind: 'password-changed', user: updated, providers: await linkedProviders(tx, userId) }] }
+        // So do its API keys: scripts get new ones from the owner (a password change keeps them).
+        const keysRevoked = await revokeKeysOnReset(tx, client, updated)
+        return { value: updated, emails: [{ kind: 'password-changed', user: updated, providers: await linkedProviders(tx, userId) }, ...keysRevoked] }
       })
       if (user === undefined) throw await invalid()
       return { user, deviceCookie: await attempt.succeeded(user.email) }

@@ -1,9 +1,10 @@
 // The one door every way in ends at (STYLE.md, "one door"; auth-extensions §2, §3, §6): a
 // password sign-in, a registration, a password reset, an identity provider's exchange and the
-// renewal after a password change (next: passkeys) each hand the user and what they proved to
+// renewal after a password change and a passkey each hand the user and what they proved to
 // `complete`, which decides whether that is enough: for an account with a second factor, a
 // password, a reset or a provider is not, and the answer is its challenge (an `mfaToken`),
-// which `completeSecondFactor` takes with the code. Either starts the session with how and when
+// which `completeSecondFactor` takes with the code (or a passkey). A passkey that verified its
+// user (accounts/passkeys.ts) is both factors: never challenged. Either starts the session with how and when
 // its holder proved who they are, and signs its token. Routes call it and hand what it returns
 // to the answer (fastify.answerSignIn, plugins/app/authenticate.ts); nothing else signs a token.
 // No Fastify here: the signer is a port the jwt plugin fills (plugins/app/sign-in.ts).
@@ -12,8 +13,8 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import type { AuthMethod, Database, SessionMethod, UserRow } from '../db/types.js'
 import { earliestTokenIat } from '../db/users.js'
-import { MfaCodeInvalidError } from '../errors.js'
-import type { ChallengedWay, SecondFactor, SecondFactorAnswer } from './second-factor.js'
+import { MfaCodeInvalidError, PasskeyInvalidError } from '../errors.js'
+import type { ChallengedWay, SecondFactor, SecondFactorAnswer, SecondFactorMethod } from './second-factor.js'
 import type { PresentedToken, Sessions } from './sessions.js'
 
 /** What a way in proved. */
@@ -26,6 +27,8 @@ export type Proof =
   | { way: 'password-reset' }
   /** An identity provider's sign-in, exchanged for its one-time code. */
   | { way: 'provider', provider: string }
+  /** POST /auth/passkey: a passkey's assertion with user verification, checked (accounts/passkeys.ts): both factors. */
+  | { way: 'passkey' }
 
 /**
  * A signed-in user changed their password (checking the current one): every session ended, and
@@ -50,7 +53,7 @@ export interface SecondFactorRequired {
   outcome: 'second-factor-required'
   user: UserRow
   mfaToken: string
-  methods: Array<'totp' | 'recovery'>
+  methods: SecondFactorMethod[]
 }
 
 /** What a sign-in ends in; the answer decorator writes either, so routes need not tell them apart. */
@@ -62,13 +65,14 @@ export interface SessionClaims { sub: string, email: string, jti: string, iat: n
 export interface SignInDoor {
   /** Starts the session for what was proved and signs its token, or asks for the account's second factor. */
   complete: {
-    (client: Client, user: UserRow, proof: Renewal | { way: 'registration' }): Promise<SignedIn>
+    (client: Client, user: UserRow, proof: Renewal | { way: 'registration' } | { way: 'passkey' }): Promise<SignedIn>
     (client: Client, user: UserRow, proof: Proof): Promise<SignInOutcome>
   }
   /**
    * The second factor of a sign-in `complete` challenged: the session starts in the transaction
    * that accepts the code. 401 MFA_TOKEN_INVALID (the challenge), MFA_CODE_INVALID (the code:
-   * wrong, used, or replayed), 429 while the account's checks are suspended.
+   * wrong, used, or replayed), PASSKEY_INVALID (a passkey that did not check out, or another
+   * account's), 429 while the account's checks are suspended.
    */
   completeSecondFactor: (client: Client, mfaToken: string, answer: SecondFactorAnswer) => Promise<SignedIn>
 }
@@ -88,6 +92,7 @@ const SESSION_METHOD: Record<Proof['way'] | Renewal['way'], SessionMethod> = {
   registration: 'registration',
   'password-reset': 'password-reset',
   provider: 'provider',
+  passkey: 'passkey',
   'password-change': 'password'
 }
 
@@ -97,6 +102,7 @@ const CHALLENGED = new Set<Proof['way']>(['password', 'password-reset', 'provide
 function methodsOf (proof: Proof | Renewal): AuthMethod[] {
   switch (proof.way) {
     case 'provider': return ['provider']
+    case 'passkey': return ['passkey']
     // The password again, and what the renewed session had proved besides (`external` says nothing).
     case 'password-change': return [...new Set<AuthMethod>(['password', ...proof.session.methods.filter((m) => m !== 'external')])]
     default: return ['password']
@@ -143,7 +149,7 @@ export function signInDoor ({ sessions, secondFactor, sign, tokenLifetimeSeconds
     const proved = await secondFactor.prove(client, user, answer, {
       recovery: true,
       challenge,
-      wrong: async () => new MfaCodeInvalidError(),
+      wrong: async (_guessed, method) => method === 'passkey' ? new PasskeyInvalidError() : new MfaCodeInvalidError(),
       change: async (tx, method) => ({ value: await startSession(client, user, proof, [...methodsOf(proof), method], tx), emails: [] })
     })
     return proved.recoveryCodesLeft === undefined ? proved.value : { ...proved.value, recoveryCodesLeft: proved.recoveryCodesLeft }

@@ -138,6 +138,16 @@ export function takeChallengeTry (db: Kysely<Database>, tokenHash: string): Prom
     .executeTakeFirst()
 }
 
+/** The live challenge with this hash (no try taken), unless it is unknown, used, expired or out of tries. */
+export function findLiveChallenge (db: Kysely<Database>, tokenHash: string): Promise<MfaChallengeRow | undefined> {
+  return db.selectFrom('mfa_challenges').selectAll()
+    .where('token_hash', '=', tokenHash)
+    .where('used_at', 'is', null)
+    .where('tries_left', '>', 0)
+    .where('expires_at', '>', sql<string>`now()`)
+    .executeTakeFirst()
+}
+
 /** Marks the challenge used; false when another request used it first. */
 export async function useChallenge (db: Kysely<Database>, tokenHash: string): Promise<boolean> {
   const result = await db.updateTable('mfa_challenges').set({ used_at: sql`now()` })

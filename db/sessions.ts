@@ -20,7 +20,7 @@ export interface NewSession {
 /** A session's methods as stored (space-separated); a row the previous version wrote has none: its `method` says. */
 export function methodsOf (stored: string | null, method: SessionMethod): AuthMethod[] {
   if (stored !== null) return stored.split(' ').filter((m) => m !== '') as AuthMethod[]
-  return [method === 'provider' || method === 'external' ? method : 'password']
+  return [method === 'provider' || method === 'external' || method === 'passkey' ? method : 'password']
 }
 
 /** False when the id is taken already (by another user's session). */

@@ -201,7 +201,7 @@ export interface IdempotencyKeysTable {
 }
 
 /** How a session began (docs/sessions.md). */
-export type SessionMethod = 'password' | 'registration' | 'password-reset' | 'provider' | 'external'
+export type SessionMethod = 'password' | 'registration' | 'password-reset' | 'provider' | 'passkey' | 'external'
 export type { AuthMethod }
 
 export interface SessionsTable {
@@ -313,6 +313,72 @@ export interface MfaChallengesTable {
   used_at: NullableTimestamp
 }
 
+/** A personal API key (auth-extensions §5): its SHA-256 only; the key itself is shown once. */
+export interface ApiKeysTable {
+  id: string
+  user_id: string
+  name: string
+  /** The first 8 characters after `tsk_`, shown in lists. */
+  prefix: string
+  /** SHA-256 (hex) of the whole key. */
+  key_hash: string
+  /** Its scopes, space-separated. */
+  scopes: string
+  created_at: Timestamp
+  expires_at: NullableTimestamp
+  /** Written at most once a minute. */
+  last_used_at: NullableTimestamp
+  last_used_address: string | null
+  /** When it stops (stopped) working: in the future while a rotated key's grace runs. */
+  revoked_at: NullableTimestamp
+  revoked_reason: 'owner' | 'rotated' | 'password-reset' | 'reported' | null
+}
+
+/** The WebAuthn user handle of a user (auth-extensions §4): random, made at their first registration. */
+export interface PasskeyUsersTable {
+  user_id: string
+  /** 32 random bytes, base64url. */
+  handle: string
+}
+
+/** A registered passkey (docs/passkeys.md). */
+export interface PasskeysTable {
+  id: string
+  user_id: string
+  name: string
+  /** The credential id, base64url: unique across accounts. */
+  credential_id: string
+  /** The COSE public key, base64url. */
+  public_key: string
+  /** The last accepted signature counter (bigint: pg reads it as a string, PGlite as a number). */
+  counter: ColumnType<string | number, number | undefined, number>
+  /** Space-separated, as the browser reported them at registration. */
+  transports: ColumnType<string, string | undefined, string>
+  /** BE at registration: a synced (multi-device) passkey. Fixed for the credential's life. */
+  backup_eligible: boolean
+  /** BS as last seen. */
+  backed_up: boolean
+  aaguid: string | null
+  created_at: Timestamp
+  last_used_at: NullableTimestamp
+}
+
+export type WebAuthnPurpose = 'registration' | 'sign-in' | 'second-factor' | 'step-up'
+
+/** A ceremony's challenge: its SHA-256 only, 5 minutes, used once. */
+export interface WebAuthnChallengesTable {
+  challenge_hash: string
+  purpose: WebAuthnPurpose
+  /** The user it was made for (null: a discoverable sign-in, or an address that is no account's). */
+  user_id: string | null
+  /** The session it was made for (registration, step-up). */
+  session_id: string | null
+  /** The `mfaToken` (its SHA-256) a second factor's challenge was made for. */
+  mfa_token_hash: string | null
+  expires_at: RequiredTimestamp
+  used_at: NullableTimestamp
+}
+
 export interface Database {
   users: UsersTable
   user_preferences: UserPreferencesTable
@@ -332,6 +398,10 @@ export interface Database {
   totp_factors: TotpFactorsTable
   recovery_codes: RecoveryCodesTable
   mfa_challenges: MfaChallengesTable
+  api_keys: ApiKeysTable
+  passkey_users: PasskeyUsersTable
+  passkeys: PasskeysTable
+  webauthn_challenges: WebAuthnChallengesTable
 }
 
 export type UserRow = Selectable<UsersTable>
@@ -342,3 +412,6 @@ export type IdentityRow = Selectable<UserIdentitiesTable>
 export type TotpFactorRow = Selectable<TotpFactorsTable>
 export type MfaChallengeRow = Selectable<MfaChallengesTable>
 export type SecurityEventRow = Selectable<SecurityEventsTable>
+export type ApiKeyRow = Selectable<ApiKeysTable>
+export type PasskeyRow = Selectable<PasskeysTable>
+export type WebAuthnChallengeRow = Selectable<WebAuthnChallengesTable>

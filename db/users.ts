@@ -47,7 +47,7 @@ export function findUserById (db: Kysely<Database>, id: string): Promise<UserRow
   return db.selectFrom('users').selectAll().where('id', '=', id).executeTakeFirst()
 }
 
-const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
+export const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_verified', 'password_changed_at', 'created_at', 'updated_at'] as const
 
 // The user a token names, unless that token was revoked, with the token's session if it has
 // one (how and when its holder last proved who they are included, for the step-up check): one

@@ -11,7 +11,7 @@ export interface MailContext {
 
 export interface RenderedEmail {
   kind: 'welcome' | 'email_verification' | 'password_reset' | 'password_changed' | 'email_changed' | 'email_change_requested' | 'welcome_verified' |
-  'sign_in_method' | 'second_factor' | 'device_link' | 'security_digest'
+  'sign_in_method' | 'second_factor' | 'api_key' | 'device_link' | 'security_digest'
   subject: string
   text: string
   html: string
@@ -149,3 +149,35 @@ export const signInMethodEmail = (ctx: MailContext, change: 'added' | 'removed',
       : `${what} was removed from your ${ctx.product} account and no longer signs you in.`,
     'If this was not you, change your password, sign out your other sessions and contact support at once.'
   ])
+
+/** What happened to an API key (docs/api-keys.md). */
+export type ApiKeyEvent = 'created' | 'rotated' | 'revoked' | 'reported' | 'revoked-by-reset'
+
+/**
+ * A notice about an API key, named by its name and prefix (never the key). `count`: the keys a
+ * password reset revoked.
+ */
+export function apiKeyEmail (ctx: MailContext, event: ApiKeyEvent, key: { name: string, prefix: string }, count = 0): RenderedEmail {
+  const named = `The API key "${key.name}" (tsk_${key.prefix}…)`
+  const notYou = 'If this was not you, revoke your API keys, change your password and sign out your other sessions.'
+  switch (event) {
+    case 'created':
+      return render(ctx, 'api_key', 'A new API key was created', [`${named} was created for your ${ctx.product} account.`, notYou])
+    case 'rotated':
+      return render(ctx, 'api_key', 'An API key was rotated', [
+        `${named} of your ${ctx.product} account was replaced by a new key; it stops working at the end of the grace period chosen.`, notYou
+      ])
+    case 'revoked':
+      return render(ctx, 'api_key', 'An API key was revoked', [`${named} of your ${ctx.product} account was revoked and no longer works.`, notYou])
+    case 'reported':
+      return render(ctx, 'api_key', 'An API key was found exposed and revoked', [
+        `Someone reported ${named} of your ${ctx.product} account as exposed (for example in public code), so it was revoked and no longer works.`,
+        'Make a new key for whatever used it, and keep it out of code and logs others can read.'
+      ])
+    case 'revoked-by-reset':
+      return render(ctx, 'api_key', 'Your API keys were revoked', [
+        `The password of your ${ctx.product} account was reset, so its ${count === 1 ? 'API key was' : `${count} API keys were`} revoked: ` +
+          'whoever could sign in before the reset may have made them. Make new keys for the scripts you still use.'
+      ])
+  }
+}

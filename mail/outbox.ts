@@ -12,8 +12,8 @@ import { findUserForEmailToken, insertEmailToken } from '../db/email-tokens.js'
 import { linkedProviders } from '../db/identities.js'
 import type { Database, EmailTokenPurpose } from '../db/types.js'
 import {
-  deviceLinkEmail, emailChangedEmail, emailChangeRequestedEmail, passwordChangedEmail, passwordResetEmail, secondFactorEmail, securityDigestEmail, signInMethodEmail, tokenLink,
-  verificationEmail, welcomeEmail, welcomeVerifiedEmail, type MailContext, type RenderedEmail, type SecondFactorEvent
+  apiKeyEmail, deviceLinkEmail, emailChangedEmail, emailChangeRequestedEmail, passwordChangedEmail, passwordResetEmail, secondFactorEmail, securityDigestEmail, signInMethodEmail, tokenLink,
+  verificationEmail, welcomeEmail, welcomeVerifiedEmail, type MailContext, type RenderedEmail, type SecondFactorEvent, type ApiKeyEvent
 } from './messages.js'
 import { hashToken } from '../token-hash.js'
 
@@ -143,6 +143,12 @@ export class Outbox {
   /** A security notice of the second factor: new recovery codes, one used (and how many are left), its checks suspended. */
   async secondFactor (user: Recipient, event: SecondFactorEvent, recoveryCodesLeft?: number, heldForMs?: number): Promise<void> {
     await queueRendered(this.#db, user, user.email, secondFactorEmail(this.#ctx, event, recoveryCodesLeft), heldForMs)
+    this.#queued++
+  }
+
+  /** A security notice about an API key (made, rotated, revoked, reported; revoked by a reset: `count`). */
+  async apiKey (user: Recipient, event: ApiKeyEvent, key: { name: string, prefix: string }, count?: number, heldForMs?: number): Promise<void> {
+    await queueRendered(this.#db, user, user.email, apiKeyEmail(this.#ctx, event, key, count), heldForMs)
     this.#queued++
   }
 

@@ -2,6 +2,7 @@
 // with ref() (schemas/common.ts), validation and serialization resolve the references, and
 // the OpenAPI document lists each once under components.schemas.
 import fp from 'fastify-plugin'
+import { ApiKey, ApiKeyList, ApiKeyMade, ApiKeyScope, CreateApiKeyBody, ReportedKeysBody, RotateApiKeyBody } from '../schemas/api-keys.js'
 import { CheckoutBody, Subscription, SubscriptionDetails, SubscriptionResponse } from '../schemas/billing.js'
 import { ErrorCode, ErrorResponse } from '../schemas/common.js'
 import { Plan, Preferences, PreferencesResponse, Theme, Toggle, UpdatePreferencesBody } from '../schemas/preferences.js'
@@ -26,7 +27,8 @@ export const SHARED_SCHEMAS = [
   SubscriptionDetails, Subscription, SubscriptionResponse, CheckoutBody,
   SessionMethod, AuthMethod, Session, SessionList, SecurityEventType, SecurityEvent, SecurityEventList, OthersEnded, StepUpBody, SteppedUp, StepUpRefusal,
   ProviderList, ExchangeBody, LinkStarted, Identity, IdentityList,
-  MfaChallenge, SignInResponse, MfaBody, MfaSignedIn, TotpEnrolBody, TotpConfirmBody, TotpCodeBody, TotpEnrolment, RecoveryCodes, MfaStatus
+  MfaChallenge, SignInResponse, MfaBody, MfaSignedIn, TotpEnrolBody, TotpConfirmBody, TotpCodeBody, TotpEnrolment, RecoveryCodes, MfaStatus,
+  ApiKeyScope, ApiKey, ApiKeyList, ApiKeyMade, CreateApiKeyBody, RotateApiKeyBody, ReportedKeysBody
 ]
 
 export default fp(async function sharedSchemas (fastify) {

@@ -1,6 +1,7 @@
 // A second factor, TOTP with recovery codes (docs/second-factor.md, auth-extensions §3).
 import { Type, type Static } from 'typebox'
 import { ref, Success } from './common.js'
+import { AuthenticationResponse } from './passkeys.js'
 import { AuthResponse, MAX_PASSWORD_BYTES, User } from './users.js'
 
 /** A TOTP code as typed: six digits, blanks or a hyphen between them allowed. */
@@ -9,7 +10,7 @@ const RecoveryCode = Type.String({
   minLength: 1, maxLength: 64, description: 'One of the recovery codes shown when two-step sign-in was turned on (case, blanks and hyphens do not matter)'
 })
 const CurrentPassword = Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES, description: 'The account\'s current password' })
-const Methods = Type.Array(Type.Enum(['totp', 'recovery'], { type: 'string' }), { description: 'What POST /auth/mfa takes for this account' })
+const Methods = Type.Array(Type.Enum(['totp', 'recovery', 'passkey'], { type: 'string' }), { description: 'What POST /auth/mfa takes for this account (`passkey` when it has one)' })
 
 export const MfaChallenge = Type.Object({
   success: Type.Literal(true),
@@ -27,11 +28,12 @@ export const SignInResponse = Type.Union([ref(AuthResponse), ref(MfaChallenge)],
 export const MfaBody = Type.Object({
   mfaToken: Type.String({ minLength: 1, maxLength: 128 }),
   code: Type.Optional(TotpCode),
-  recoveryCode: Type.Optional(RecoveryCode)
+  recoveryCode: Type.Optional(RecoveryCode),
+  passkey: Type.Optional(ref(AuthenticationResponse))
 }, {
   $id: 'MfaBody',
   additionalProperties: false,
-  description: 'The `mfaToken` and either `code` or `recoveryCode`',
+  description: 'The `mfaToken` and one of `code`, `recoveryCode` or `passkey` (`credential.toJSON()` for the options of POST /auth/passkey/options `{mfaToken}`)',
   examples: [{ mfaToken: '…', code: '123456' }, { mfaToken: '…', recoveryCode: 'abcde-fghjk' }]
 })
 export type MfaBody = Static<typeof MfaBody>

@@ -1,12 +1,13 @@
 // Sessions and the security-events feed (docs/sessions.md).
 import { Type, type Static } from 'typebox'
 import { ErrorCode, Nullable, NullableTimestamp, ref, Timestamp } from './common.js'
+import { AuthenticationResponse } from './passkeys.js'
 import { MAX_PASSWORD_BYTES } from './users.js'
 
-export const SessionMethod = Type.Enum(['password', 'registration', 'password-reset', 'provider', 'external'], {
+export const SessionMethod = Type.Enum(['password', 'registration', 'password-reset', 'provider', 'passkey', 'external'], {
   $id: 'SessionMethod',
   type: 'string',
-  description: 'How the session began: a password sign-in, sign-up, a password reset, an identity provider (`provider` names it), ' +
+  description: 'How the session began: a password sign-in, sign-up, a password reset, an identity provider (`provider` names it), a passkey, ' +
     'or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session'
 })
 
@@ -45,7 +46,8 @@ export const SessionParams = Type.Object({
 export const SecurityEventType = Type.Enum([
   'sign-in', 'sign-in-failed', 'signed-out', 'session-ended', 'other-sessions-ended', 'password-changed', 'email-change-requested', 'email-changed',
   'identity-linked', 'identity-unlinked', 'device-trusted', 'stepped-up', 'mfa-enabled', 'mfa-disabled', 'recovery-codes-generated',
-  'recovery-code-used', 'mfa-suspended'
+  'recovery-code-used', 'mfa-suspended', 'passkey-added', 'passkey-removed', 'passkey-counter-rejected', 'api-key-created', 'api-key-rotated',
+  'api-key-revoked', 'api-key-reported'
 ], {
   $id: 'SecurityEventType',
   type: 'string',
@@ -56,6 +58,9 @@ export const SecurityEventType = Type.Enum([
     '`stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what). ' +
     '`mfa-enabled`, `mfa-disabled`: two-step sign-in (TOTP) turned on or off; `recovery-codes-generated`: a new set, the old void; ' +
     '`recovery-code-used`: one signed in; `mfa-suspended`: ten wrong second-factor answers in a row paused its checks for 15 minutes. ' +
+    '`passkey-added`, `passkey-removed`: a passkey registered or removed; `passkey-counter-rejected`: a device-bound passkey answered with a ' +
+    'signature counter that did not grow (a cloned authenticator?) and was refused. `api-key-created`, `api-key-rotated`, `api-key-revoked` ' +
+    '(`method`: `owner`, `password-reset`), `api-key-reported`: someone who found the key revoked it (POST /api-keys/revoke). ' +
     'A `sign-in-failed` with method `totp` or `recovery` counts wrong second-factor answers'
 })
 
@@ -90,13 +95,16 @@ export const OthersEnded = Type.Object({
   data: Type.Object({ ended: Type.Integer({ minimum: 0, description: 'Sessions ended (tokens signed elsewhere end too, uncounted)' }) })
 }, { $id: 'OthersEnded' })
 
-/** What POST /auth/step-up takes: the account's password or a TOTP code (a passkey next; never a recovery code). */
+/** What POST /auth/step-up takes: the account's password, a TOTP code or a passkey (never a recovery code). */
 export const StepUpBody = Type.Union([
   Type.Object({ password: Type.String({ minLength: 1, maxLength: MAX_PASSWORD_BYTES, description: 'The account\'s current password' }) }, { additionalProperties: false }),
   Type.Object({
     code: Type.String({ minLength: 6, maxLength: 16, pattern: '^[0-9 -]+$', description: 'The authenticator app\'s current code (two-step sign-in on)' })
+  }, { additionalProperties: false }),
+  Type.Object({
+    passkey: ref(AuthenticationResponse, '`credential.toJSON()` for the options of POST /auth/step-up/options')
   }, { additionalProperties: false })
-], { $id: 'StepUpBody', description: 'The password, or a TOTP code' })
+], { $id: 'StepUpBody', description: 'The password, a TOTP code, or a passkey' })
 export type StepUpBody = Static<typeof StepUpBody>
 
 export const SteppedUp = Type.Object({

@@ -1,7 +1,7 @@
 // Protection is structural: every route requires a credential unless it declares
 // `config: { public: true }`. A forgotten option fails closed. The credential (the bearer
 // header, else the cookie) goes to the first of the readers that takes it (accounts/credentials.ts:
-// the session token today), which yields the principal; a route's flags are judged on it:
+// an API key by its prefix, else the session token), which yields the principal; a route's flags are judged on it:
 // `scopes` (what a credential must hold; without them, only a session may ask) and `stepUp`
 // (a session proved within STEP_UP_MAX_AGE_S: accounts/step-up.ts, a hook of its own that only
 // the routes that declare it get).
@@ -18,14 +18,15 @@ import { toUser } from '../../db/users.js'
 import type { User } from '../../schemas/users.js'
 import type { VerifiedClaims } from '../external/jwt.js'
 import { allowedOrigins } from '../../config.js'
-import { ForbiddenError, InsufficientScopeError, UnauthorizedError } from '../../errors.js'
+import { clientOf } from '../../client-address.js'
+import { ApiKeyNotAllowedError, ForbiddenError, InsufficientScopeError, UnauthorizedError } from '../../errors.js'
 
 export const AUTH_COOKIE = 'auth_token'
 
 /** The sign-in's part of an answer (AuthResponse): the token and the user (after a recovery code, how many are left). */
 export interface SignedInAnswer { token: string, user: User, recoveryCodesLeft?: number }
 /** Or, for an account with a second factor, its challenge (MfaChallenge): no token yet. */
-export interface SecondFactorAnswer { mfaRequired: true, mfaToken: string, methods: Array<'totp' | 'recovery'> }
+export interface SecondFactorAnswer { mfaRequired: true, mfaToken: string, methods: Array<'totp' | 'recovery' | 'passkey'> }
 export type SignInAnswer = SignedInAnswer | SecondFactorAnswer
 
 declare module 'fastify' {
@@ -39,7 +40,8 @@ declare module 'fastify' {
     stepUp?: boolean
     /**
      * Scopes the credential must hold (403 INSUFFICIENT_SCOPE); a session holds every scope. Only
-     * routes that name scopes are open to a credential that is no session (an API key, next).
+     * routes that name scopes are open to a credential that is no session (an API key); the
+     * others answer it 403 API_KEY_NOT_ALLOWED.
      */
     scopes?: string[]
   }
@@ -80,11 +82,12 @@ export default fp(async function authenticate (fastify) {
   const cookieOptions = { httpOnly: true, sameSite: 'lax', path: '/', secure: secureCookie } as const
   const stepUpMaxAge = fastify.config.auth.stepUpMaxAgeSeconds
 
-  // In order: the first that takes a credential reads it (the API key reader of the next issue
-  // goes before the session token's, which takes anything).
-  const readers: CredentialReader[] = [
-    sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token) })
-  ]
+  // In order: the first that takes a credential reads it. The API key's (by its `tsk_` prefix)
+  // goes before the session token's, which takes anything. A cookie only ever holds a session
+  // token (we set it); a key is read only from the Authorization header.
+  const sessionReader = sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token) })
+  const headerReaders: CredentialReader[] = [fastify.apiKeyReader, sessionReader]
+  const cookieReaders: CredentialReader[] = [sessionReader]
 
   fastify.decorateRequest('user', null as unknown as UserRow)
   fastify.decorateRequest('principal', null as unknown as Principal)
@@ -99,13 +102,19 @@ export default fp(async function authenticate (fastify) {
   }
 
   // One hook per route, knowing the scopes it names. A credential that is no session (an API
-  // key, next) reaches only the routes that name scopes, and only with those scopes.
+  // key) reaches only the routes that name scopes (403 API_KEY_NOT_ALLOWED elsewhere: the
+  // account, sign-in and billing routes), and only with those scopes (403 INSUFFICIENT_SCOPE).
   const authenticateFor = (scopes: readonly string[] | undefined): onRequestHookHandler => async function authenticate (request: FastifyRequest) {
     const presented = presentedCredential(request)
     if (presented === undefined) throw new UnauthorizedError()
-    if (presented.from === 'cookie' && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
-    const principal = await readCredential(readers, presented.credential)
-    if (scopes === undefined ? principal.session === null : !holdsScopes(principal, scopes)) throw new InsufficientScopeError()
+    const fromCookie = presented.from === 'cookie'
+    if (fromCookie && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
+    const principal = await readCredential(fromCookie ? cookieReaders : headerReaders, presented.credential, clientOf(request))
+    if (scopes === undefined) {
+      if (principal.session === null) throw new ApiKeyNotAllowedError()
+    } else if (!holdsScopes(principal, scopes)) {
+      throw new InsufficientScopeError()
+    }
     request.principal = principal
     request.user = principal.user
   }
@@ -143,7 +152,8 @@ export default fp(async function authenticate (fastify) {
     route.onRequest = [...existing, scopes === undefined ? fastify.authenticate : authenticateFor(scopes), ...(stepUp === true ? [requireStepUp] : [])]
     // The document says what the hooks enforce, so it cannot drift from them.
     if (route.schema !== undefined) {
-      route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }]
+      // An API key's scheme lists the scopes a key needs here (OpenAPI 3.1 allows them on any scheme).
+      route.schema.security = [{ bearerAuth: [] }, { cookieAuth: [] }, ...(scopes === undefined ? [] : [{ apiKeyAuth: scopes }])]
       if (stepUp === true) (route.schema as Record<string, unknown>)['x-step-up'] = stepUpMaxAge
     }
   })
@@ -156,4 +166,4 @@ export default fp(async function authenticate (fastify) {
       fastify.log.warn({ err }, 'purging expired revocations failed: trying again later')
     }
   })
-}, { name: 'authenticate', dependencies: ['db', 'scheduler', '@fastify/jwt', '@fastify/cookie'] })
+}, { name: 'authenticate', dependencies: ['db', 'scheduler', 'api-keys', '@fastify/jwt', '@fastify/cookie'] })

@@ -22,9 +22,9 @@ export default fp(async function documentedErrors (fastify) {
     if (route.config?.rateLimit !== false) shared.push(429)
     if (parsesBody) shared.push(413, 415)
     const stepUp = route.config?.stepUp === true
-    // 403: a cookie from another site (unsafe methods), a stale session, scopes not held.
-    const forbids = parsesBody || stepUp || route.config?.scopes !== undefined
-    if (route.config?.public !== true) shared.push(...(forbids ? [401, 403] as const : [401] as const))
+    // 403 on every protected route: an API key where none is taken, or without the scopes; a
+    // cookie from another site (unsafe methods); a stale session.
+    if (route.config?.public !== true) shared.push(401, 403)
     const own = { ...(schema.response as Record<string, { description?: string }> | undefined) }
     const twice = shared.filter((status) => String(status) in own)
     if (twice.length > 0) {

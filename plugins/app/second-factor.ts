@@ -45,6 +45,7 @@ export default fp(async function secondFactor (fastify) {
     passwords: fastify.passwords,
     limits: fastify.signInLimits,
     sessions: fastify.sessions,
+    passkeys: fastify.passkeys,
     sealer,
     issuer: new URL(config.http.appUrl).host,
     warn: (err, message) => log.warn({ err }, message)
@@ -58,4 +59,4 @@ export default fp(async function secondFactor (fastify) {
       log.warn({ err }, 'purging second-factor challenges failed: trying again later')
     }
   })
-}, { name: 'second-factor', dependencies: ['db', 'passwords', 'sign-in-limits', 'mailer', 'sessions', 'scheduler'] })
+}, { name: 'second-factor', dependencies: ['db', 'passwords', 'sign-in-limits', 'mailer', 'sessions', 'scheduler', 'passkeys'] })

@@ -25,8 +25,8 @@ const INCREMENT = `local count = redis.call('INCR', KEYS[1])
 if count == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 return {count, redis.call('PTTL', KEYS[1])}`
 
-function redisCounters (redis: Redis, onError: (err: Error) => void): Counters {
-  const prefix = 'tsb-sign-in-'
+/** Counters in Redis under `prefix`, shared by every instance; an error lets the request through (onError hears of it). */
+export function redisCounters (redis: Redis, prefix: string, onError: (err: Error) => void): Counters {
   const failOpen = async <T>(fallback: T, call: () => Promise<T>): Promise<T> => {
     try {
       return await call()
@@ -51,7 +51,7 @@ export default fp(async function signInLimitsPlugin (fastify) {
   const { config, log } = fastify
   const counters = fastify.redis === null
     ? memoryCounters()
-    : redisCounters(fastify.redis, (err) => log.debug({ err }, 'sign-in limits: redis unavailable, letting requests through'))
+    : redisCounters(fastify.redis, 'tsb-sign-in-', (err) => log.debug({ err }, 'sign-in limits: redis unavailable, letting requests through'))
   fastify.decorate('signInLimits', signInLimits({
     counters,
     max: config.limits.signInMax,

@@ -1,5 +1,5 @@
 // The sign-in door (accounts/sign-in.ts) with this app's sessions, second factor and token
-// signer, and step-up (accounts/step-up.ts) with its password and code checks, limits and
+// signer, and step-up (accounts/step-up.ts) with its password, code and passkey checks, limits and
 // window: what every way in, and every step-up, goes through. The only place a session token is signed.
 import fp from 'fastify-plugin'
 import { signInDoor, type SignInDoor } from '../../accounts/sign-in.js'
@@ -26,6 +26,8 @@ export default fp(async function signIn (fastify) {
     limits: fastify.signInLimits,
     sessions: fastify.sessions,
     secondFactor: fastify.secondFactor,
+    passkeys: fastify.passkeys,
+    transaction: (change) => fastify.db.transaction().execute(change),
     maxAgeSeconds: fastify.config.auth.stepUpMaxAgeSeconds
   }))
-}, { name: 'sign-in', dependencies: ['sessions', 'second-factor', 'passwords', 'sign-in-limits', '@fastify/jwt'] })
+}, { name: 'sign-in', dependencies: ['db', 'sessions', 'second-factor', 'passkeys', 'passwords', 'sign-in-limits', '@fastify/jwt'] })

@@ -31,7 +31,14 @@ export const autoConfig = (fastify: FastifyInstance): SwaggerOptions => ({
     components: {
       securitySchemes: {
         bearerAuth: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
-        cookieAuth: { type: 'apiKey', in: 'cookie', name: 'auth_token' }
+        cookieAuth: { type: 'apiKey', in: 'cookie', name: 'auth_token' },
+        apiKeyAuth: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'tsk_ personal API key',
+          description: 'A personal API key (POST /account/api-keys; docs/api-keys.md) as `Authorization: Bearer tsk_…`. Only operations that list ' +
+            'this scheme take one, and only with the scopes listed there; elsewhere 403 `API_KEY_NOT_ALLOWED`'
+        }
       }
     }
   },

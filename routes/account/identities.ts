@@ -51,7 +51,7 @@ const identities: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['account'],
       operationId: 'unlinkIdentity',
       summary: 'Unlink an identity provider from the account',
-      description: 'Refused with 409 `LAST_SIGN_IN_METHOD` when the account has no password and no other identity. Another user\'s or an ' +
+      description: 'Refused with 409 `LAST_SIGN_IN_METHOD` when the account has no password, no other identity and no passkey. Another user\'s or an ' +
         'unknown identity: 404 `IDENTITY_NOT_FOUND`. A notice is emailed.',
       params: IdentityParams,
       response: { 200: NullSuccess, ...errorResponses(404, 409) }

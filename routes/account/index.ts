@@ -1,5 +1,6 @@
 // The caller's profile, and account deletion; sessions and security events in ./sessions.ts,
-// linked identities in ./identities.ts, two-step sign-in in ./mfa.ts.
+// linked identities in ./identities.ts, two-step sign-in in ./mfa.ts, passkeys in ./passkeys.ts,
+// API keys in ./api-keys.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { deleteUser, findPendingEmail, toProfile } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
@@ -9,7 +10,9 @@ import { errorResponses, ref, Success } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { assertPasswordFits, CurrentProfileResponse, ProfileResponse, ProfileUpdateBody } from '../../schemas/users.js'
 import identities from './identities.js'
+import apiKeys from './api-keys.js'
 import mfa from './mfa.js'
+import passkeys from './passkeys.js'
 import sessions from './sessions.js'
 
 /** The rules of a profile change JSON Schema cannot express: which fields go together, and the new password's bytes. */
@@ -27,6 +30,8 @@ const account: FastifyPluginAsyncTypebox = async (fastify) => {
   await fastify.register(sessions)
   await fastify.register(identities)
   await fastify.register(mfa)
+  await fastify.register(passkeys)
+  await fastify.register(apiKeys)
 
   fastify.get('/profile', {
     schema: {

@@ -1,5 +1,6 @@
 // Sign-up, sign-in, the current user, sign-out; recovery and verification in ./recovery.ts,
-// identity providers in ./providers.ts, step-up in ./step-up.ts, the second factor's step in ./mfa.ts.
+// identity providers in ./providers.ts, step-up in ./step-up.ts, the second factor's step in ./mfa.ts,
+// passkey sign-in in ./passkey.ts.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { toUser } from '../../db/users.js'
 import { clientOf } from '../../client-address.js'
@@ -8,6 +9,7 @@ import { SignInResponse } from '../../schemas/second-factor.js'
 import { OthersEnded } from '../../schemas/sessions.js'
 import { AuthResponse, LoginBody, assertPasswordFits, RegisterBody, UserResponse } from '../../schemas/users.js'
 import mfa from './mfa.js'
+import passkey from './passkey.js'
 import providers from './providers.js'
 import recovery from './recovery.js'
 import stepUp from './step-up.js'
@@ -18,6 +20,7 @@ const auth: FastifyPluginAsyncTypebox = async (fastify) => {
   await fastify.register(providers)
   await fastify.register(stepUp)
   await fastify.register(mfa)
+  await fastify.register(passkey)
 
   fastify.post('/register', {
     config: { public: true },

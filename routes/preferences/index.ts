@@ -53,7 +53,9 @@ function toChanges (body: UpdatePreferencesBody): PreferenceChanges {
 const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
 
+  // What an API key needs here (a session holds every scope): docs/api-keys.md.
   fastify.get('', {
+    config: { scopes: ['preferences:read'] },
     schema: {
       tags: ['preferences'],
       operationId: 'getPreferences',
@@ -76,8 +78,9 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
   const handler = async (request: { user: { id: string }, body: UpdatePreferencesBody }) =>
     ({ success: true as const, data: toPreferences(await updatePreferences(db, request.user.id, toChanges(request.body))) })
 
-  fastify.patch('', { schema: { ...update.schema, operationId: 'updatePreferences' } }, handler)
-  fastify.put('', { schema: { ...update.schema, operationId: 'replacePreferences' } }, handler)
+  const config = { scopes: ['preferences:write'] }
+  fastify.patch('', { config, schema: { ...update.schema, operationId: 'updatePreferences' } }, handler)
+  fastify.put('', { config, schema: { ...update.schema, operationId: 'replacePreferences' } }, handler)
 }
 
 export default preferences

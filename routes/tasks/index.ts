@@ -15,13 +15,17 @@ function nextPage (path: string, query: ListTasksQuery, offset: number): string 
   return `${path}?${params.toString()}`
 }
 
+// What an API key needs here (a session holds every scope): docs/api-keys.md.
+const READ = ['tasks:read']
+const WRITE = ['tasks:write']
+
 const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
 
   fastify.get('', {
     // Pages run up to PAGE_BYTES: the pages of a user whose pages are heavy (past an eighth of
     // that) are built one at a time (plugins/app/user-turns.ts).
-    config: { answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8 },
+    config: { scopes: READ, answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8 },
     schema: {
       tags: ['tasks'],
       operationId: 'listTasks',
@@ -51,7 +55,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.post('', {
     // With an Idempotency-Key, the task and the kept answer commit together (request.db).
-    config: { idempotent: 'transaction' },
+    config: { scopes: WRITE, idempotent: 'transaction' },
     schema: {
       tags: ['tasks'],
       operationId: 'createTask',
@@ -66,6 +70,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.get('/:id', {
+    config: { scopes: READ },
     schema: {
       tags: ['tasks'],
       operationId: 'getTask',
@@ -80,6 +85,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.patch('/:id', {
+    config: { scopes: WRITE },
     schema: {
       tags: ['tasks'],
       operationId: 'updateTask',
@@ -96,6 +102,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.put('/:id', {
+    config: { scopes: WRITE },
     schema: {
       tags: ['tasks'],
       operationId: 'replaceTask',
@@ -112,6 +119,7 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.delete('/:id', {
+    config: { scopes: WRITE },
     schema: {
       tags: ['tasks'],
       operationId: 'deleteTask',

@@ -16,10 +16,11 @@ const DOOR_CALLS: Record<string, number> = {
   'routes/auth/recovery.ts': 1, // resetPassword
   'routes/auth/providers.ts': 1, // exchangeSignInCode
   'routes/auth/mfa.ts': 1, // completeSecondFactor: the second step of the three above
+  'routes/auth/passkey.ts': 1, // signInWithPasskey: a passkey with user verification, both factors
   'routes/account/index.ts': 1 // updateProfile and replaceProfile: one handler renews the session after a password change
 }
 /** The operations that answer a token: the door's callers. */
-const TOKEN_ANSWERS = ['completeSecondFactor', 'exchangeSignInCode', 'login', 'register', 'replaceProfile', 'resetPassword', 'updateProfile']
+const TOKEN_ANSWERS = ['completeSecondFactor', 'exchangeSignInCode', 'login', 'register', 'replaceProfile', 'resetPassword', 'signInWithPasskey', 'updateProfile']
 
 /** The service's own TypeScript: everything but tests, tools, the bench, the examples and what is built or installed. */
 function serviceSources (dir = PROJECT_ROOT): string[] {
@@ -70,9 +71,10 @@ t.test('credentials: the first reader that takes one reads it; scopes are held b
   const principal = (scopes: Principal['scopes']): Principal => ({ user, session: null, scopes })
   const reader = (prefix: string, scopes: Principal['scopes']): CredentialReader => ({ takes: (c) => c.startsWith(prefix), read: async () => principal(scopes) })
   const readers = [reader('key_', new Set(['tasks:read'])), reader('', 'all')]
-  t.same((await readCredential(readers, 'key_abc')).scopes, new Set(['tasks:read']), 'the API key\'s reader, by its prefix')
-  t.equal((await readCredential(readers, 'eyJ.x.y')).scopes, 'all', 'anything else: the session token\'s')
-  await t.rejects(readCredential([reader('key_', 'all')], 'eyJ.x.y'), { code: 'UNAUTHORIZED' }, 'no reader takes it: 401')
+  const client = { address: '10.0.0.1', deviceCookie: undefined, userAgent: undefined }
+  t.same((await readCredential(readers, 'key_abc', client)).scopes, new Set(['tasks:read']), 'the API key\'s reader, by its prefix')
+  t.equal((await readCredential(readers, 'eyJ.x.y', client)).scopes, 'all', 'anything else: the session token\'s')
+  await t.rejects(readCredential([reader('key_', 'all')], 'eyJ.x.y', client), { code: 'UNAUTHORIZED' }, 'no reader takes it: 401')
   t.ok(holdsScopes(principal('all'), ['tasks:write']))
   t.ok(holdsScopes(principal(new Set(['tasks:read', 'tasks:write'])), ['tasks:write']))
   t.notOk(holdsScopes(principal(new Set(['tasks:read'])), ['tasks:read', 'tasks:write']))

@@ -21,8 +21,14 @@ const PLACED: Record<string, 'adds a way in' | string> = {
   enrolTotp: 'adds a way in',
   confirmTotp: 'adds a way in',
   regenerateRecoveryCodes: 'adds a way in',
+  passkeyRegistrationOptions: 'adds a way in',
+  registerPasskey: 'adds a way in',
+  createApiKey: 'adds a way in',
+  rotateApiKey: 'adds a way in',
   disableTotp: TURNS_OFF_A_FACTOR,
   completeSecondFactor: 'a sign-in',
+  signInWithPasskey: 'a sign-in',
+  passkeySignInOptions: 'a sign-in',
   providerCallback: 'completes a link only for the session that began it (startIdentityLink), while that session lives',
   updateProfile: 'a new password or email needs currentPassword, its step-up (§6): the origin dashboard sends it from week-old sessions',
   replaceProfile: 'as updateProfile',
@@ -33,7 +39,11 @@ const PLACED: Record<string, 'adds a way in' | string> = {
   exchangeSignInCode: 'a sign-in',
   startProviderSignIn: 'a sign-in',
   stepUp: 'proves the session again',
+  stepUpOptions: 'proves the session again',
   unlinkIdentity: 'removes a way in',
+  deletePasskey: 'removes a way in',
+  revokeApiKey: 'removes a way in',
+  revokeLeakedApiKeys: 'removes ways in',
   endSession: 'removes a way in',
   logout: 'removes a way in',
   logoutOthers: 'removes ways in',
@@ -42,7 +52,7 @@ const PLACED: Record<string, 'adds a way in' | string> = {
     'health', 'ready', 'getSecondFactor', 'listSessions', 'listSecurityEvents', 'listIdentities', 'getProfile', 'forgotPassword', 'verifyEmail', 'sendVerificationEmail',
     'requestDeviceLink', 'listProviders', 'getCurrentUser', 'createBillingPortalSession', 'createCheckoutSession', 'getPreferences', 'updatePreferences',
     'replacePreferences', 'getSubscription', 'cancelSubscription', 'listTasks', 'createTask', 'getTask', 'updateTask', 'replaceTask', 'deleteTask',
-    'receivePaymentWebhook'
+    'receivePaymentWebhook', 'listPasskeys', 'renamePasskey', 'listApiKeys'
   ].map((id) => [id, 'no sign-in method changes']))
 }
 
@@ -95,7 +105,8 @@ t.test('the document: every operation placed, each that adds a way in marked x-s
     const fresh = await app.inject({ method: method.toUpperCase() as 'POST', url, headers: bearer(user.token) })
     t.not(json(fresh).code, 'STEP_UP_REQUIRED', `${op.operationId} lets a session that just signed in past the step-up`)
   }
-  t.equal(marked, 5, 'linking an identity, enrolling, confirming and turning off TOTP, new recovery codes (passkeys and API keys join them)')
+  t.equal(marked, 9, 'linking an identity, enrolling, confirming and turning off TOTP, new recovery codes, a passkey\'s options and ' +
+    'registration, creating and rotating an API key')
 })
 
 t.test('a step-up freshens the session that made it, and no other session of the account', async (t) => {

@@ -8,7 +8,8 @@ const app = await sharedApp()
 const res = await app.inject({ method: 'GET', url: '/openapi.json' })
 const doc = json(res)
 
-const expected: Array<[string, string, 'public' | 'protected']> = [
+/** `public`; `protected`: a session only; or the scope an API key needs (a session also does). */
+const expected: Array<[string, string, 'public' | 'protected' | `${'tasks' | 'preferences'}:${'read' | 'write'}`]> = [
   ['post', '/auth/register', 'public'],
   ['post', '/auth/login', 'public'],
   ['get', '/auth/me', 'protected'],
@@ -41,15 +42,28 @@ const expected: Array<[string, string, 'public' | 'protected']> = [
   ['post', '/account/mfa/totp/confirm', 'protected'],
   ['delete', '/account/mfa/totp', 'protected'],
   ['post', '/account/mfa/recovery-codes', 'protected'],
-  ['get', '/tasks', 'protected'],
-  ['post', '/tasks', 'protected'],
-  ['get', '/tasks/{id}', 'protected'],
-  ['patch', '/tasks/{id}', 'protected'],
-  ['put', '/tasks/{id}', 'protected'],
-  ['delete', '/tasks/{id}', 'protected'],
-  ['get', '/preferences', 'protected'],
-  ['patch', '/preferences', 'protected'],
-  ['put', '/preferences', 'protected'],
+  ['post', '/account/passkeys/options', 'protected'],
+  ['post', '/account/passkeys', 'protected'],
+  ['get', '/account/passkeys', 'protected'],
+  ['patch', '/account/passkeys/{id}', 'protected'],
+  ['delete', '/account/passkeys/{id}', 'protected'],
+  ['post', '/auth/passkey/options', 'public'],
+  ['post', '/auth/passkey', 'public'],
+  ['post', '/auth/step-up/options', 'protected'],
+  ['post', '/account/api-keys', 'protected'],
+  ['get', '/account/api-keys', 'protected'],
+  ['post', '/account/api-keys/{id}/rotate', 'protected'],
+  ['delete', '/account/api-keys/{id}', 'protected'],
+  ['post', '/api-keys/revoke', 'public'],
+  ['get', '/tasks', 'tasks:read'],
+  ['post', '/tasks', 'tasks:write'],
+  ['get', '/tasks/{id}', 'tasks:read'],
+  ['patch', '/tasks/{id}', 'tasks:write'],
+  ['put', '/tasks/{id}', 'tasks:write'],
+  ['delete', '/tasks/{id}', 'tasks:write'],
+  ['get', '/preferences', 'preferences:read'],
+  ['patch', '/preferences', 'preferences:write'],
+  ['put', '/preferences', 'preferences:write'],
   ['post', '/checkout', 'protected'],
   ['post', '/billing-portal', 'protected'],
   ['get', '/subscription', 'protected'],
@@ -63,7 +77,7 @@ t.test('served as OpenAPI 3.1 JSON without auth', async (t) => {
   t.equal(res.statusCode, 200)
   t.match(res.headers['content-type'], /^application\/json/)
   t.equal(doc.openapi, '3.1.0')
-  t.same(Object.keys(doc.components.securitySchemes).sort(), ['bearerAuth', 'cookieAuth'])
+  t.same(Object.keys(doc.components.securitySchemes).sort(), ['apiKeyAuth', 'bearerAuth', 'cookieAuth'])
 })
 
 t.test('every route of the contract is documented, and nothing else', async (t) => {
@@ -82,9 +96,11 @@ t.test('each operation has an id, a tag, a summary, and its security and error e
     t.ok(op.tags?.length, `${method} ${path} tags`)
     t.type(op.summary, 'string', `${method} ${path} summary`)
     t.ok(op.responses['500'], `${method} ${path} documents 500`)
-    if (access === 'protected') {
-      t.same(op.security, [{ bearerAuth: [] }, { cookieAuth: [] }], `${method} ${path} security`)
+    if (access !== 'public') {
+      const keyed = access === 'protected' ? [] : [{ apiKeyAuth: [access] }]
+      t.same(op.security, [{ bearerAuth: [] }, { cookieAuth: [] }, ...keyed], `${method} ${path} security`)
       t.ok(op.responses['401'], `${method} ${path} documents 401`)
+      t.ok(op.responses['403'], `${method} ${path} documents 403 (an API key where none is taken, or without the scope)`)
     } else {
       t.same(op.security, [], `${method} ${path} is public`)
     }

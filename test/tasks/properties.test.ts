@@ -363,7 +363,12 @@ const bodyArb = fc.oneof(
 )
 
 // The list's counts sit beside `data` (GET /tasks).
-const ENVELOPE_KEYS = new Set(['success', 'data', 'token', 'user', 'total', 'todo', 'inProgress', 'completed'])
+// Beside `data`, what the spec and auth-extensions put at the top: a sign-in's token and user (or its
+// second factor's challenge), the task counts and next page, a new API key (shown once), the passkeys' user handle.
+const ENVELOPE_KEYS = new Set([
+  'success', 'data', 'token', 'user', 'total', 'todo', 'inProgress', 'completed', 'nextOffset', 'nextBefore',
+  'mfaRequired', 'mfaToken', 'methods', 'recoveryCodesLeft', 'key', 'userHandle'
+])
 
 /** The answer is documented for the operation, never a 500, and its body is well formed. */
 function assertWellFormed (op: Operation, res: LightMyRequestResponse, where: string): void {

@@ -1,0 +1,249 @@
+// Personal API keys (auth-extensions §5, docs/api-keys.md): for scripts and OpenAPI consumers,
+// which would otherwise keep a 7-day browser token. A key is `tsk_`, 43 base62 characters
+// (256 random bits) and 6 of a CRC32 of what precedes them, so a secret scanner recognises it
+// and a typo or a forged key is refused before any query. Only its SHA-256 is kept (256 random
+// bits need no salt nor slow hash); it is shown once. It may do only what its scopes say, on
+// the routes that name scopes (the route flags of plugins/app/authenticate.ts). Creating and
+// rotating one need a recent sign-in (the step-up of §6, a route flag). Its owner, a password
+// reset, the account's deletion, or whoever finds it leaked (POST /api-keys/revoke) end it.
+// No Fastify here: the per-key limit's counters are a port (Counters, accounts/limits.ts).
+import { randomBytes, randomUUID } from 'node:crypto'
+import { crc32 } from 'node:zlib'
+import type { Kysely } from 'kysely'
+import type { Client } from '../client-address.js'
+import {
+  countActiveApiKeys, findActiveApiKey, insertApiKey, listLiveApiKeys, revokeApiKey, revokeApiKeysByHash, revokeApiKeysOfUser, touchApiKey, userForApiKey
+} from '../db/api-keys.js'
+import { recordSecurityEvent } from '../db/security-events.js'
+import type { ApiKeyRow, Database, UserRow } from '../db/types.js'
+import { ApiKeyLimitReachedError, ApiKeyNotFoundError, rateLimited, UnauthorizedError } from '../errors.js'
+import { API_KEY_LENGTH, API_KEY_SCOPES } from '../schemas/api-keys.js'
+import { hashToken } from '../token-hash.js'
+import type { CredentialReader } from './credentials.js'
+import type { ApiKeyEvent } from '../mail/messages.js'
+import type { AccountEmail, AccountMail } from './mail.js'
+import { recordedClient, type Counters, type SignInLimits } from './limits.js'
+
+export type ApiKeyScope = typeof API_KEY_SCOPES[number]
+
+/** At most this many live keys per account (a rotation's outgoing key not counted). */
+export const MAX_LIVE_KEYS = 20
+/** A key expires at most a year after it is made. */
+export const MAX_KEY_LIFETIME_MS = 366 * 24 * 60 * 60 * 1000
+
+const KEY_PREFIX = 'tsk_'
+const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+const BODY_LENGTH = 43
+const CHECKSUM_LENGTH = 6
+const KEY_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM_LENGTH}}$`)
+/** What a list shows of a key: the first 8 characters after `tsk_`. */
+const PREFIX_LENGTH = 8
+
+/** `value` in base62, zero-padded (the alphabet's first character) to `width`. */
+function base62 (value: bigint, width: number): string {
+  let text = ''
+  for (let rest = value; rest > 0n; rest /= 62n) text = ALPHABET[Number(rest % 62n)]! + text
+  return text.padStart(width, ALPHABET[0])
+}
+
+const checksumOf = (head: string): string => base62(BigInt(crc32(head)), CHECKSUM_LENGTH)
+
+/** A new key: 256 random bits, then the checksum of everything before it. */
+export function newApiKey (): string {
+  const head = KEY_PREFIX + base62(BigInt('0x' + randomBytes(32).toString('hex')), BODY_LENGTH)
+  return head + checksumOf(head)
+}
+
+/** Whether `key` has a key's form and its checksum holds: what is checked before any query. */
+export function isWellFormedApiKey (key: string): boolean {
+  if (key.length !== API_KEY_LENGTH || !KEY_SHAPE.test(key)) return false
+  const head = key.slice(0, -CHECKSUM_LENGTH)
+  return checksumOf(head) === key.slice(-CHECKSUM_LENGTH)
+}
+
+export const isApiKeyShaped = (credential: string): boolean => credential.startsWith(KEY_PREFIX)
+
+const prefixOf = (key: string): string => key.slice(KEY_PREFIX.length, KEY_PREFIX.length + PREFIX_LENGTH)
+
+/** A key as lists show it: never the key, never its hash. */
+export interface ApiKeyView {
+  id: string
+  name: string
+  scopes: ApiKeyScope[]
+  prefix: string
+  createdAt: string
+  expiresAt: string | null
+  lastUsedAt: string | null
+  lastUsedAddress: string | null
+  /** A rotated key: when its grace ends (null for any other live key). */
+  revokesAt: string | null
+}
+
+export const toApiKeyView = (row: ApiKeyRow): ApiKeyView => ({
+  id: row.id,
+  name: row.name,
+  scopes: row.scopes.split(' ') as ApiKeyScope[],
+  prefix: row.prefix,
+  createdAt: row.created_at,
+  expiresAt: row.expires_at,
+  lastUsedAt: row.last_used_at,
+  lastUsedAddress: row.last_used_address,
+  revokesAt: row.revoked_at
+})
+
+/** A key just made: what lists show of it, and the key itself (shown this once). */
+export interface MadeApiKey { view: ApiKeyView, key: string }
+
+export interface NewApiKeyRequest { name: string, scopes: ApiKeyScope[], expiresAt?: string }
+
+export interface ApiKeys {
+  /** 409 API_KEY_LIMIT_REACHED past MAX_LIVE_KEYS; 400 for an expiry not ahead or past a year. */
+  create: (client: Client, user: UserRow, request: NewApiKeyRequest) => Promise<MadeApiKey>
+  list: (userId: string) => Promise<ApiKeyView[]>
+  /** The owner ends it now (one in a rotation's grace too). 404 API_KEY_NOT_FOUND. */
+  revoke: (client: Client, user: UserRow, id: string) => Promise<void>
+  /** A new key with the same name, scopes and expiry; the old one works `graceSeconds` more. 404 API_KEY_NOT_FOUND. */
+  rotate: (client: Client, user: UserRow, id: string, graceSeconds: number) => Promise<MadeApiKey>
+  /**
+   * Whoever found keys leaked ends them: each live one among `keys` stops, its owner is mailed
+   * and an event recorded. Answers nothing, so it tells nothing of what the keys were.
+   */
+  revokeReported: (client: Client, keys: readonly string[]) => Promise<void>
+}
+
+export interface ApiKeyDependencies {
+  db: Kysely<Database>
+  mail: AccountMail
+  limits: Pick<SignInLimits, 'admitMailRequest'>
+}
+
+/** The 400 of an expiry that is not ahead, or more than a year ahead. */
+export class ExpiryOutOfRange extends Error {}
+
+export function apiKeyService ({ db, mail, limits }: ApiKeyDependencies): ApiKeys {
+  const event = (tx: Kysely<Database>, client: Client, userId: string, type: string, method?: string) =>
+    recordSecurityEvent(tx, { userId, type, method: method ?? null, ...recordedClient(client) })
+  const notice = (user: UserRow, event: ApiKeyEvent, key: Pick<ApiKeyRow, 'name' | 'prefix'>): AccountEmail =>
+    ({ kind: 'api-key', user, event, name: key.name, prefix: key.prefix })
+
+  const insert = async (tx: Kysely<Database>, userId: string, fields: { name: string, scopes: string, expiresAt: string | null }): Promise<MadeApiKey> => {
+    const key = newApiKey()
+    const row = await insertApiKey(tx, {
+      id: randomUUID(), user_id: userId, name: fields.name, prefix: prefixOf(key), key_hash: hashToken(key), scopes: fields.scopes, expires_at: fields.expiresAt
+    })
+    return { view: toApiKeyView(row), key }
+  }
+
+  return {
+    async create (client, user, request) {
+      let expiresAt: string | null = null
+      if (request.expiresAt !== undefined) {
+        const at = Date.parse(request.expiresAt)
+        if (!(at > Date.now()) || at > Date.now() + MAX_KEY_LIFETIME_MS) throw new ExpiryOutOfRange()
+        expiresAt = new Date(at).toISOString()
+      }
+      const scopes = API_KEY_SCOPES.filter((scope) => request.scopes.includes(scope)).join(' ')
+      return mail.transaction(async (tx) => {
+        // One creation at a time per account, so two racing at 19 keys cannot make 21.
+        await tx.selectFrom('users').select('id').where('id', '=', user.id).forUpdate().execute()
+        if (await countActiveApiKeys(tx, user.id) >= MAX_LIVE_KEYS) throw new ApiKeyLimitReachedError()
+        const made = await insert(tx, user.id, { name: request.name, scopes, expiresAt })
+        await event(tx, client, user.id, 'api-key-created')
+        return { value: made, emails: [notice(user, 'created', made.view)] }
+      })
+    },
+
+    async list (userId) {
+      return (await listLiveApiKeys(db, userId)).map(toApiKeyView)
+    },
+
+    async revoke (client, user, id) {
+      await mail.transaction(async (tx) => {
+        const revoked = await revokeApiKey(tx, user.id, id, 'owner')
+        if (revoked === undefined) throw new ApiKeyNotFoundError()
+        await event(tx, client, user.id, 'api-key-revoked', 'owner')
+        return { value: undefined, emails: [notice(user, 'revoked', revoked)] }
+      })
+    },
+
+    async rotate (client, user, id, graceSeconds) {
+      return mail.transaction(async (tx) => {
+        const old = await findActiveApiKey(tx, user.id, id)
+        // Rotated once already (winding down), revoked, expired, or another user's.
+        if (old === undefined || await revokeApiKey(tx, user.id, id, 'rotated', graceSeconds) === undefined) throw new ApiKeyNotFoundError()
+        const made = await insert(tx, user.id, { name: old.name, scopes: old.scopes, expiresAt: old.expires_at })
+        await event(tx, client, user.id, 'api-key-rotated')
+        return { value: made, emails: [notice(user, 'rotated', old)] }
+      })
+    },
+
+    async revokeReported (client, keys) {
+      // Limited per client like the other requests that mail someone (429 past it).
+      await limits.admitMailRequest(client)
+      // A key that fails its checksum is no key: no query for it.
+      const hashes = [...new Set(keys.filter(isWellFormedApiKey))].map(hashToken)
+      if (hashes.length === 0) return
+      await mail.transaction(async (tx) => {
+        const revoked = await revokeApiKeysByHash(tx, hashes)
+        const emails: AccountEmail[] = []
+        for (const row of revoked) {
+          await event(tx, client, row.user_id, 'api-key-reported')
+          const owner = await tx.selectFrom('users').select(['id', 'email']).where('id', '=', row.user_id).executeTakeFirstOrThrow()
+          emails.push({ kind: 'api-key', user: owner, event: 'reported', name: row.name, prefix: row.prefix })
+        }
+        return { value: undefined, emails }
+      })
+    }
+  }
+}
+
+/**
+ * In a password reset's transaction (accounts/service.ts): every key of the account ends, for
+ * the account may have been someone else's until now. A password change keeps them (its
+ * holder knew the password). The notice it causes, if any key was live.
+ */
+export async function revokeKeysOnReset (tx: Kysely<Database>, client: Client, user: Pick<UserRow, 'id' | 'email'>): Promise<AccountEmail[]> {
+  const revoked = await revokeApiKeysOfUser(tx, user.id, 'password-reset')
+  // One event per key, as when its owner revokes it.
+  for (let n = 0; n < revoked.length; n++) {
+    await recordSecurityEvent(tx, { userId: user.id, type: 'api-key-revoked', method: 'password-reset', ...recordedClient(client) })
+  }
+  return revoked.length === 0 ? [] : [{ kind: 'api-key', user, event: 'revoked-by-reset', name: '', prefix: '', count: revoked.length }]
+}
+
+export interface ApiKeyReaderDependencies {
+  db: Kysely<Database>
+  /** Where the per-key counts live (Redis when configured, so every instance shares them). */
+  counters: Counters
+  /** Requests a key may make a minute (API_KEY_RATE_LIMIT_MAX; 0: no limit). */
+  perMinute: number
+}
+
+/** `lastUsedAt` is written at most once a minute. */
+const LAST_USED_RESOLUTION_MS = 60_000
+const LIMIT_WINDOW_MS = 60_000
+
+/**
+ * The API key: its checksum first (a typo or a forged key costs no query), then the user and
+ * the key's scopes in one prepared query, then the key's own limit. Takes only what starts
+ * with `tsk_`: put it before the session token's reader, which takes anything.
+ */
+export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependencies): CredentialReader {
+  return {
+    takes: isApiKeyShaped,
+    async read (key, client) {
+      if (!isWellFormedApiKey(key)) throw new UnauthorizedError()
+      const [row] = await userForApiKey.run(db, { keyHash: hashToken(key) })
+      if (row === undefined) throw new UnauthorizedError()
+      const { key_id: keyId, key_scopes: scopes, key_last_used_at: lastUsedAt, ...user } = row
+      if (perMinute > 0) {
+        const { count, ttlMs } = await counters.increment(`api-key:${keyId}`, LIMIT_WINDOW_MS)
+        if (count > perMinute) throw rateLimited(Math.max(1, Math.ceil(ttlMs / 1000)))
+      }
+      if (lastUsedAt === null || Date.now() - Date.parse(lastUsedAt) >= LAST_USED_RESOLUTION_MS) {
+        await touchApiKey(db, keyId, recordedClient(client).address)
+      }
+      return { user, session: null, scopes: new Set(scopes.split(' ')), apiKeyId: keyId }
+    }
+  }
+}
