@@ -10,7 +10,8 @@ import type { Accounts, Settings } from './types.js'
 /** Tasks of each writer that tasks.update patches in turn. */
 const TASKS_PER_WRITER = 25
 
-async function login (url: string, email: string): Promise<string> {
+/** A token for `email` (the seeded password), through POST /auth/login. */
+export async function login (url: string, email: string): Promise<string> {
   const res = await fetch(`${url}/auth/login`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify({ email, password: PASSWORD }) })
   const body = await res.json() as { token?: string }
   if (res.status !== 200 || typeof body.token !== 'string') throw new Error(`login of ${email}: ${res.status} ${JSON.stringify(body)}`)

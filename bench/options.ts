@@ -26,7 +26,8 @@ export const HELP = `npm run bench -- [options]
                          API), heavy.pages (/health and
                          another user's GET /tasks probed while 4 connections fetch a user's
                          1,000 tasks of 10,000-character descriptions), metrics (GET /tasks with
-                         metrics served and without), storm, timing (an unknown account's
+                         metrics served and without), apikey (GET /tasks with the readers' API keys
+                         against their session tokens), storm, timing (an unknown account's
                          sign-in and "forgot" against a known one's), growth
   --profile=SCENARIO     instead of the benchmark: run one scenario under node --cpu-prof (the
                          service's, or ceiling.database / ceiling.framework / ceiling.framework+headers) and summarize

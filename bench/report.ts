@@ -37,6 +37,18 @@ export interface Soak { rssBeforeMB: number, rssAfterMB: number }
 /** GET /tasks with metrics served (METRICS_TOKEN) over without: the median pair. */
 export interface MetricsCost { offRps: number, onRps: number, ratio: number, pairRatios: number[] }
 
+/** GET /tasks with the readers' API keys over their session tokens: the median pair. CPU: µs per request. */
+export interface ApiKeyCost {
+  tokenRps: number
+  keyRps: number
+  ratio: number
+  tokenCpuUs: number | null
+  keyCpuUs: number | null
+  /** The key's CPU per request over the token's. */
+  cpuRatio: number | null
+  pairRatios: number[]
+}
+
 export interface GrowthPoint { totalTasks: number, userTasks: number, p50: number, p99: number }
 
 export interface Machine { cpu: string, cores: number, memoryMB: number, os: string, node: string, database: string }
@@ -51,6 +63,7 @@ export interface Results {
   growth: GrowthPoint[]
   soak?: Soak
   metricsCost?: MetricsCost
+  apiKeyCost?: ApiKeyCost
   /** Start-up to the first 200 on /health, fresh database (migrations included), ms. */
   startupMs?: number
   /** The same, started again on the database with its schema current (a restart, a deploy), ms. */
@@ -103,6 +116,7 @@ export class Report {
   storm: Storm | undefined
   soak: Soak | undefined
   metricsCost: MetricsCost | undefined
+  apiKeyCost: ApiKeyCost | undefined
   startupMs: number | undefined
   startupCurrentMs: number | undefined
   healthUnderLoad: HealthUnderLoad | undefined
@@ -140,6 +154,7 @@ export class Report {
       growth: this.growth,
       ...(this.soak && { soak: this.soak }),
       ...(this.metricsCost && { metricsCost: this.metricsCost }),
+      ...(this.apiKeyCost && { apiKeyCost: this.apiKeyCost }),
       ...(this.startupMs !== undefined && { startupMs: this.startupMs }),
       ...(this.startupCurrentMs !== undefined && { startupCurrentMs: this.startupCurrentMs }),
       ...(this.healthUnderLoad && { healthUnderLoad: this.healthUnderLoad }),
@@ -203,7 +218,7 @@ export class Report {
 
   /** The targets of the performance issue, checked against what was measured. */
   targets (db: DbKind, peakRss: number): Check[] {
-    const { scenarios, ceilings, storm, soak, growth, metricsCost } = this
+    const { scenarios, ceilings, storm, soak, growth, metricsCost, apiKeyCost } = this
     const checks: Check[] = []
     const scenario = (name: string) => scenarios.find((s) => s.name === name)
     const health = scenario('health')
@@ -264,6 +279,14 @@ export class Report {
     if (metricsCost) {
       checks.push(['metrics: GET /tasks with metrics served ≥ 95 % of without', metricsCost.ratio >= 0.95,
         `${fmt(100 * metricsCost.ratio, 0)} % (${metricsCost.onRps} vs ${metricsCost.offRps} req/s; pairs: ${metricsCost.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})`])
+    }
+    if (apiKeyCost) {
+      checks.push(['API keys: GET /tasks with a key ≥ 95 % of the throughput of a session token', apiKeyCost.ratio >= 0.95,
+        `${fmt(100 * apiKeyCost.ratio, 0)} % (${apiKeyCost.keyRps} vs ${apiKeyCost.tokenRps} req/s; pairs: ${apiKeyCost.pairRatios.map((r) => `${fmt(100 * r, 0)} %`).join(', ')})`])
+      if (apiKeyCost.cpuRatio !== null) {
+        checks.push(['API keys: CPU per request with a key ≤ 105 % of a session token\'s', apiKeyCost.cpuRatio <= 1.05,
+          `${fmt(100 * apiKeyCost.cpuRatio, 0)} % (${apiKeyCost.keyCpuUs} vs ${apiKeyCost.tokenCpuUs} µs)`])
+      }
     }
     if (this.timing) {
       // A real difference is the whole bcrypt cost (×10 or more), or queueing a mail in the request (×2.5–3).

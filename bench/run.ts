@@ -32,6 +32,7 @@ import { runGrowth } from './growth.js'
 import { measureHealthUnderLoad } from './health-under-load.js'
 import { measureIdle } from './idle.js'
 import { runHeavyPages } from './heavy-pages.js'
+import { runApiKeyCost } from './api-key-cost.js'
 import { runMetricsCost } from './metrics-cost.js'
 import { fmt, log, step } from './log.js'
 import { readOptions } from './options.js'
@@ -90,6 +91,7 @@ async function main (): Promise<number> {
   if (wanted('health.underLoad')) report.healthUnderLoad = await measureHealthUnderLoad(runs, service, requests, await seedThroughApi(service), options)
   if (wanted('heavy.pages')) await runHeavyPages(bench)
   if (wanted('metrics')) await runMetricsCost(bench)
+  if (wanted('apikey')) await runApiKeyCost(bench)
   if (wanted('storm')) await runStorm(bench)
   if (wanted('timing')) report.timing = await runTiming(bench)
   if (options.soak) await runSoak(bench)
