@@ -117,7 +117,7 @@ export interface paths {
         post: operations["startIdentityLink"];
         /**
          * Unlink an identity provider from the account
-         * @description Refused with 409 `LAST_SIGN_IN_METHOD` when the account has no password and no other identity. Another user's or an unknown identity: 404 `IDENTITY_NOT_FOUND`. A notice is emailed.
+         * @description Refused with 409 `LAST_SIGN_IN_METHOD` when the account has no password, no other identity and no passkey. Another user's or an unknown identity: 404 `IDENTITY_NOT_FOUND`. A notice is emailed.
          */
         delete: operations["unlinkIdentity"];
         options?: never;
@@ -223,6 +223,135 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/account/passkeys/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start registering a passkey: options for navigator.credentials.create()
+         * @description For `PublicKeyCredential.parseCreationOptionsFromJSON()`: relying party APP_URL's host, user verification required, a discoverable credential preferred, the account's passkeys excluded. The challenge works once, for this session, within 5 minutes. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["passkeyRegistrationOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/passkeys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's passkeys
+         * @description Oldest first. `userHandle` and each `credentialId` are for the Signal API (`signalAllAcceptedCredentials`, docs/passkeys.md).
+         */
+        get: operations["listPasskeys"];
+        put?: never;
+        /**
+         * Register a passkey: the browser's answer to POST /account/passkeys/options
+         * @description `response`: `credential.toJSON()` of what `navigator.credentials.create()` gave. 400 `PASSKEY_REJECTED`: not this session's challenge, used or expired, another origin or relying party, or no user verification. 409 `PASSKEY_ALREADY_REGISTERED` when that credential is registered already, `PASSKEY_LIMIT_REACHED` when the account has 50 already. Records `passkey-added`; emails the owner. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["registerPasskey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/passkeys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a passkey
+         * @description 409 `LAST_SIGN_IN_METHOD` when the account would have no way in left (no password, linked identity or other passkey). Another user's or an unknown passkey: 404 `PASSKEY_NOT_FOUND`. Records `passkey-removed`; emails the owner. Then tell the browser (`signalAllAcceptedCredentials`).
+         */
+        delete: operations["deletePasskey"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a passkey
+         * @description Another user's or an unknown passkey: 404 `PASSKEY_NOT_FOUND`.
+         */
+        patch: operations["renamePasskey"];
+        trace?: never;
+    };
+    "/account/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The account's live API keys, with when and from where each was last used */
+        get: operations["listApiKeys"];
+        put?: never;
+        /**
+         * Make a personal API key for a script: shown once
+         * @description Answers the key's details and, beside them, `key` itself, which is never shown again (only its hash is kept). The key works as `Authorization: Bearer tsk_…` on the operations whose `apiKeyAuth` security lists its scopes, and nowhere else (403 `INSUFFICIENT_SCOPE` without the scope, 403 `API_KEY_NOT_ALLOWED` on account, sign-in and billing routes). `expiresAt`: ahead, at most a year ahead (400 `VALIDATION_FAILED` otherwise); omitted, it never expires. At most 20 live keys: 409 `API_KEY_LIMIT_REACHED`. Records `api-key-created` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["createApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/api-keys/{id}/rotate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replace a key: a new one with the same name, scopes and expiry, shown once
+         * @description The old key keeps working for `graceSeconds` (0 to 86,400; default 0: it stops now), so the scripts using it can move to the new one; the list shows when (`revokesAt`). A key already rotated, revoked, expired, or not the caller's: 404 `API_KEY_NOT_FOUND`. Records `api-key-rotated` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         */
+        post: operations["rotateApiKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/account/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a key: it stops working at once, on every instance
+         * @description A rotated key still in its grace stops at once too. Unknown, not the caller's, or already dead: 404 `API_KEY_NOT_FOUND`. Records `api-key-revoked` and mails a notice.
+         */
+        delete: operations["revokeApiKey"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/account/profile": {
         parameters: {
             query?: never;
@@ -266,6 +395,26 @@ export interface paths {
          * @description A live subscription is cancelled at the provider first, immediately; if the provider fails, nothing is deleted (502).
          */
         delete: operations["deleteAccount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api-keys/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke API keys found exposed: no credential needed
+         * @description Up to 100 keys. Always 200 `{success:true}` whatever they were (live, dead, someone else's, not keys at all), so it reveals nothing. Each live key among them stops working at once; its owner is mailed and an `api-key-reported` event recorded. A string that fails the key's checksum costs no query. Limited per client address like the requests that send mail (429 `RATE_LIMITED`).
+         */
+        post: operations["revokeLeakedApiKeys"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -479,9 +628,29 @@ export interface paths {
         put?: never;
         /**
          * Confirm it is you: the routes that add a way in accept this session for the next STEP_UP_MAX_AGE_S
-         * @description With the account's password, or a TOTP code when two-step sign-in is on (a passkey comes with passkeys; a recovery code never counts, and a session that signed in with one steps up only with a code). Records the step-up on the caller's session only: the token stays the same, and no other session of the account is freshened; a token signed elsewhere becomes a session (method `external`). A route marked `x-step-up` answers 403 `STEP_UP_REQUIRED` with `stepUp: {methods, maxAgeSeconds}` when the session signed in or stepped up longer ago than that. A wrong password is 400 `INVALID_CURRENT_PASSWORD` and counts as a failed sign-in of the account (limited and locked like sign-in, 429); an account without a password (made through a provider) is 400 `PASSWORD_NOT_SET`: a new sign-in through the provider is fresh too. A wrong or used code is 400 `MFA_CODE_INCORRECT`, counted like a wrong second factor at sign-in (ten in a row: 429 for 15 minutes). Records a `stepped-up` security event; a password also sets the `sign_in_device` cookie.
+         * @description With the account's password, a TOTP code when two-step sign-in is on, or one of the account's passkeys (`passkey`: `credential.toJSON()` for the options of POST /auth/step-up/options; presence is enough). A recovery code never counts, and a session that signed in with one steps up only with a code or a passkey. Records the step-up on the caller's session only: the token stays the same, and no other session of the account is freshened; a token signed elsewhere becomes a session (method `external`). A route marked `x-step-up` answers 403 `STEP_UP_REQUIRED` with `stepUp: {methods, maxAgeSeconds}` when the session signed in or stepped up longer ago than that. A wrong password is 400 `INVALID_CURRENT_PASSWORD` and counts as a failed sign-in of the account (limited and locked like sign-in, 429); an account without a password (made through a provider) is 400 `PASSWORD_NOT_SET`: a new sign-in through the provider is fresh too. A wrong or used code is 400 `MFA_CODE_INCORRECT`, counted like a wrong second factor at sign-in (ten in a row: 429 for 15 minutes). A passkey that does not check out (not this account's, a challenge not made for this session, used or expired, another origin, a bad signature, a device-bound counter that did not grow) is 400 `PASSKEY_REJECTED`, counted as a failed sign-in of the account. Records a `stepped-up` security event; a password also sets the `sign_in_device` cookie.
          */
         post: operations["stepUp"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/step-up/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a step-up with a passkey: options for navigator.credentials.get()
+         * @description Answers the options for `PublicKeyCredential.parseRequestOptionsFromJSON()`: the account's passkeys, presence enough. Its challenge works once, for this session only, within 5 minutes: pass what the browser gives to POST /auth/step-up as `passkey`. A credential that is no session (an API key) is 403 `FORBIDDEN`.
+         */
+        post: operations["stepUpOptions"];
         delete?: never;
         options?: never;
         head?: never;
@@ -498,10 +667,50 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Sign in, second step: a TOTP code or a recovery code
-         * @description Takes the `mfaToken` that POST /auth/login (or /auth/password/reset, or /auth/providers/exchange) answered with `mfaRequired`, and either `code` (the authenticator app's, ±30 s) or `recoveryCode`. Answers like a sign-in (the token, the user, the `auth_token` cookie); after a recovery code also `recoveryCodesLeft`, and the owner is mailed. Each code works once: a code used already, by any request, is 401 `MFA_CODE_INVALID` like a wrong one. An `mfaToken` lives 5 minutes and takes 5 answers; unknown, used, expired or out of tries, or its account's password changed since: 401 `MFA_TOKEN_INVALID` (sign in again). Ten wrong answers in a row on an account, over any number of sign-ins, pause its second-factor checks for 15 minutes (429 `RATE_LIMITED` with Retry-After) and mail the owner. Limited per client address like sign-in.
+         * Sign in, second step: a TOTP code, a recovery code or a passkey
+         * @description Takes the `mfaToken` that POST /auth/login (or /auth/password/reset, or /auth/providers/exchange) answered with `mfaRequired`, and one of `code` (the authenticator app's, ±30 s), `recoveryCode`, or `passkey` when `methods` listed it: `credential.toJSON()` for the options POST /auth/passkey/options `{mfaToken}` gave (presence is enough; a passkey of this account only, else 401 `PASSKEY_INVALID`, like a bad signature, another origin, a used challenge or a device-bound counter that did not grow). Answers like a sign-in (the token, the user, the `auth_token` cookie); after a recovery code also `recoveryCodesLeft`, and the owner is mailed. Each code works once: a code used already, by any request, is 401 `MFA_CODE_INVALID` like a wrong one. An `mfaToken` lives 5 minutes and takes 5 answers; unknown, used, expired or out of tries, or its account's password changed since: 401 `MFA_TOKEN_INVALID` (sign in again). Ten wrong answers in a row on an account, over any number of sign-ins, pause its second-factor checks for 15 minutes (429 `RATE_LIMITED` with Retry-After) and mail the owner. Limited per client address like sign-in.
          */
         post: operations["completeSecondFactor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/passkey/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a passkey sign-in: options for navigator.credentials.get()
+         * @description For `PublicKeyCredential.parseRequestOptionsFromJSON()`. No field: discoverable (no `allowCredentials`); `email`: that account's passkeys (an unknown address gets the same shape, after the same work); both need user verification, for POST /auth/passkey. `mfaToken`: that sign-in's account, presence enough, for POST /auth/mfa `{mfaToken, passkey}`; 401 `MFA_TOKEN_INVALID` when unknown, used or expired. Not both (400). Each challenge works once, within 5 minutes.
+         */
+        post: operations["passkeySignInOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/passkey": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Sign in with a passkey
+         * @description `response`: `credential.toJSON()` for the options of POST /auth/passkey/options. With user verification it is both factors: the token and cookie, never a second-factor challenge (session method `passkey`). 401 `PASSKEY_USER_VERIFICATION_REQUIRED`: presence only; `PASSKEY_UNKNOWN`: no account has it (`signalUnknownCredential`); `PASSKEY_INVALID`: a bad signature, another origin, a challenge unknown, used or expired, another account's passkey, a device-bound counter that did not grow. Limited per client address like sign-in.
+         */
+        post: operations["signInWithPasskey"];
         delete?: never;
         options?: never;
         head?: never;
@@ -766,7 +975,7 @@ export interface components {
          * @description What went wrong, for programs: a stable identifier to branch on (the `error` text may change)
          * @enum {string}
          */
-        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "MFA_CODE_INCORRECT" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "MFA_CODE_INVALID" | "MFA_TOKEN_INVALID" | "FORBIDDEN" | "STEP_UP_REQUIRED" | "INSUFFICIENT_SCOPE" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "MFA_ALREADY_ENABLED" | "MFA_NOT_ENABLED" | "MFA_NOT_PENDING" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED" | "MFA_NOT_CONFIGURED";
+        ErrorCode: "VALIDATION_FAILED" | "INVALID_INPUT" | "INVALID_JSON" | "INVALID_CURRENT_PASSWORD" | "CURRENT_PASSWORD_REQUIRED" | "INVALID_SIGNATURE" | "BAD_REQUEST" | "RESET_TOKEN_INVALID" | "DEVICE_LINK_INVALID" | "VERIFICATION_TOKEN_INVALID" | "PASSWORD_NOT_SET" | "SIGN_IN_CODE_INVALID" | "PASSKEY_REJECTED" | "MFA_CODE_INCORRECT" | "UNAUTHORIZED" | "INVALID_CREDENTIALS" | "MFA_CODE_INVALID" | "MFA_TOKEN_INVALID" | "PASSKEY_UNKNOWN" | "PASSKEY_USER_VERIFICATION_REQUIRED" | "PASSKEY_INVALID" | "FORBIDDEN" | "STEP_UP_REQUIRED" | "INSUFFICIENT_SCOPE" | "API_KEY_NOT_ALLOWED" | "EMAIL_NOT_VERIFIED" | "NOT_FOUND" | "TASK_NOT_FOUND" | "NO_STRIPE_CUSTOMER" | "NO_ACTIVE_SUBSCRIPTION" | "PROVIDER_NOT_FOUND" | "SESSION_NOT_FOUND" | "IDENTITY_NOT_FOUND" | "PASSKEY_NOT_FOUND" | "API_KEY_NOT_FOUND" | "EMAIL_TAKEN" | "EMAIL_ALREADY_VERIFIED" | "PASSWORD_CHANGE_CONFLICT" | "SUBSCRIPTION_ALREADY_ACTIVE" | "IDEMPOTENCY_KEY_IN_USE" | "LAST_SIGN_IN_METHOD" | "MFA_ALREADY_ENABLED" | "MFA_NOT_ENABLED" | "MFA_NOT_PENDING" | "PASSKEY_ALREADY_REGISTERED" | "PASSKEY_LIMIT_REACHED" | "API_KEY_LIMIT_REACHED" | "PAYLOAD_TOO_LARGE" | "UNSUPPORTED_MEDIA_TYPE" | "IDEMPOTENCY_KEY_REUSED" | "REQUEST_TIMEOUT" | "URI_TOO_LONG" | "HEADERS_TOO_LARGE" | "RATE_LIMITED" | "ACCOUNT_LOCKED" | "INTERNAL_ERROR" | "PAYMENT_PROVIDER_ERROR" | "SERVICE_UNAVAILABLE" | "OVERLOADED" | "BILLING_NOT_CONFIGURED" | "MFA_NOT_CONFIGURED";
         /** @description Error envelope */
         ErrorResponse: {
             /** @enum {boolean} */
@@ -1120,10 +1329,10 @@ export interface components {
             cancelUrl?: string;
         };
         /**
-         * @description How the session began: a password sign-in, sign-up, a password reset, an identity provider (`provider` names it), or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session
+         * @description How the session began: a password sign-in, sign-up, a password reset, an identity provider (`provider` names it), a passkey, or `external`: a token signed elsewhere with the documented claims, kept when its holder signed out every other session
          * @enum {string}
          */
-        SessionMethod: "password" | "registration" | "password-reset" | "provider" | "external";
+        SessionMethod: "password" | "registration" | "password-reset" | "provider" | "passkey" | "external";
         /**
          * @description A factor a session's holder proved: a password, a TOTP code, a recovery code, a passkey, an identity provider's sign-in, or `external`: a token signed elsewhere with the documented claims, which says nothing of how
          * @enum {string}
@@ -1170,10 +1379,10 @@ export interface components {
             data: components["schemas"]["Session"][];
         };
         /**
-         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock. `stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what). `mfa-enabled`, `mfa-disabled`: two-step sign-in (TOTP) turned on or off; `recovery-codes-generated`: a new set, the old void; `recovery-code-used`: one signed in; `mfa-suspended`: ten wrong second-factor answers in a row paused its checks for 15 minutes. A `sign-in-failed` with method `totp` or `recovery` counts wrong second-factor answers
+         * @description What happened. `sign-in-failed` is one event per UTC day with its `count`; its time, address and agent are the last failure's. `email-change-requested`: a change waits for the new address to confirm it; `email-changed`: it did. `identity-unlinked` with method `email-changed` or `password-reset`: removed because it was linked while the account held another address. `device-trusted`: a device followed the emailed link past a sign-in lock. `stepped-up`: a session proved its holder again (POST /auth/step-up; `method` says with what). `mfa-enabled`, `mfa-disabled`: two-step sign-in (TOTP) turned on or off; `recovery-codes-generated`: a new set, the old void; `recovery-code-used`: one signed in; `mfa-suspended`: ten wrong second-factor answers in a row paused its checks for 15 minutes. `passkey-added`, `passkey-removed`: a passkey registered or removed; `passkey-counter-rejected`: a device-bound passkey answered with a signature counter that did not grow (a cloned authenticator?) and was refused. `api-key-created`, `api-key-rotated`, `api-key-revoked` (`method`: `owner`, `password-reset`), `api-key-reported`: someone who found the key revoked it (POST /api-keys/revoke). A `sign-in-failed` with method `totp` or `recovery` counts wrong second-factor answers
          * @enum {string}
          */
-        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted" | "stepped-up" | "mfa-enabled" | "mfa-disabled" | "recovery-codes-generated" | "recovery-code-used" | "mfa-suspended";
+        SecurityEventType: "sign-in" | "sign-in-failed" | "signed-out" | "session-ended" | "other-sessions-ended" | "password-changed" | "email-change-requested" | "email-changed" | "identity-linked" | "identity-unlinked" | "device-trusted" | "stepped-up" | "mfa-enabled" | "mfa-disabled" | "recovery-codes-generated" | "recovery-code-used" | "mfa-suspended" | "passkey-added" | "passkey-removed" | "passkey-counter-rejected" | "api-key-created" | "api-key-rotated" | "api-key-revoked" | "api-key-reported";
         SecurityEvent: {
             id: string;
             type: components["schemas"]["SecurityEventType"];
@@ -1206,13 +1415,15 @@ export interface components {
                 ended: number;
             };
         };
-        /** @description The password, or a TOTP code */
+        /** @description The password, a TOTP code, or a passkey */
         StepUpBody: {
             /** @description The account's current password */
             password: string;
         } | {
             /** @description The authenticator app's current code (two-step sign-in on) */
             code: string;
+        } | {
+            passkey: components["schemas"]["PasskeyAssertion"];
         };
         SteppedUp: {
             /** @enum {boolean} */
@@ -1289,13 +1500,13 @@ export interface components {
             mfaRequired: true;
             /** @description For POST /auth/mfa: 5 minutes, 5 tries, once. Not a token for anything else */
             mfaToken: string;
-            /** @description What POST /auth/mfa takes for this account */
-            methods: ("totp" | "recovery")[];
+            /** @description What POST /auth/mfa takes for this account (`passkey` when it has one) */
+            methods: ("totp" | "recovery" | "passkey")[];
         };
         /** @description Signed in (`token`), or, for an account with two-step sign-in, `mfaRequired` with the `mfaToken` for POST /auth/mfa */
         SignInResponse: components["schemas"]["AuthResponse"] | components["schemas"]["MfaChallenge"];
         /**
-         * @description The `mfaToken` and either `code` or `recoveryCode`
+         * @description The `mfaToken` and one of `code`, `recoveryCode` or `passkey` (`credential.toJSON()` for the options of POST /auth/passkey/options `{mfaToken}`)
          * @example {
          *       "mfaToken": "…",
          *       "code": "123456"
@@ -1314,6 +1525,7 @@ export interface components {
             code?: string;
             /** @description One of the recovery codes shown when two-step sign-in was turned on (case, blanks and hyphens do not matter) */
             recoveryCode?: string;
+            passkey?: components["schemas"]["PasskeyAssertion"];
         };
         /** @description Signed in: the token and the user */
         MfaSignedIn: {
@@ -1375,6 +1587,139 @@ export interface components {
                 recoveryCodesLeft: number;
             };
         };
+        /**
+         * @description What a key may do: read or change the tasks (`/tasks*`), read or change the preferences (`/preferences`). Each operation lists the scopes it needs under the `apiKeyAuth` security scheme; a write scope does not include its read scope
+         * @enum {string}
+         */
+        ApiKeyScope: "tasks:read" | "tasks:write" | "preferences:read" | "preferences:write";
+        ApiKey: {
+            id: string;
+            name: string;
+            scopes: components["schemas"]["ApiKeyScope"][];
+            /** @description The first 8 characters after `tsk_`: how to tell keys apart (and find one in logs) */
+            prefix: string;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description When it stops working; null: never
+             */
+            expiresAt: string | null;
+            /**
+             * Format: date-time
+             * @description Its last request, to the minute
+             */
+            lastUsedAt: string | null;
+            /** @description The client address of that request */
+            lastUsedAddress: string | null;
+            /**
+             * Format: date-time
+             * @description A rotated key: when its grace ends and it stops working (null otherwise)
+             */
+            revokesAt: string | null;
+        };
+        ApiKeyList: {
+            /** @enum {boolean} */
+            success: true;
+            /** @description The live keys, newest first (rotated keys still in their grace included); never a key itself */
+            data: components["schemas"]["ApiKey"][];
+        };
+        ApiKeyMade: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["ApiKey"];
+            /** @description The key: `tsk_` and 49 base62 characters. Shown this once and never again (only its hash is kept): store it now */
+            key: string;
+        };
+        CreateApiKeyBody: {
+            /** @description What the key is for (shown in lists and notices) */
+            name: string;
+            scopes: components["schemas"]["ApiKeyScope"][];
+            /**
+             * Format: date-time
+             * @description When it stops working: ahead, and at most a year ahead. Omitted: never
+             */
+            expiresAt?: string;
+        };
+        RotateApiKeyBody: {
+            /**
+             * @description How long the old key keeps working, for the scripts to move to the new one (0: it stops now)
+             * @default 0
+             */
+            graceSeconds: number;
+        };
+        ReportedKeysBody: {
+            /** @description The keys found, up to 100 */
+            keys: string[];
+        };
+        /** @description What `PublicKeyCredential.toJSON()` gives after `navigator.credentials.get()` */
+        PasskeyAssertion: {
+            /** @description The credential id, base64url */
+            id: string;
+            /** @description The credential id, base64url */
+            rawId: string;
+            /** @enum {string} */
+            type: "public-key";
+            response: {
+                clientDataJSON: string;
+                authenticatorData: string;
+                signature: string;
+                /** @description The user handle, for a discoverable passkey */
+                userHandle?: string | null;
+            };
+            /** @enum {string} */
+            authenticatorAttachment?: "platform" | "cross-platform";
+            clientExtensionResults: {
+                credProps?: {
+                    rk?: boolean;
+                };
+            };
+        };
+        Passkey: {
+            id: string;
+            name: string;
+            /** @description For the WebAuthn Signal API */
+            credentialId: string;
+            /** @description Backed up by its provider (on the owner's other devices too) */
+            synced: boolean;
+            /** @description Cannot be synced: on one authenticator only */
+            deviceBound: boolean;
+            /**
+             * Format: date-time
+             * @description ISO-8601 date-time
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description Its last sign-in, second factor or step-up, or null
+             */
+            lastUsedAt: string | null;
+        };
+        PasskeyResponse: {
+            /** @enum {boolean} */
+            success: true;
+            data: components["schemas"]["Passkey"];
+        };
+        PasskeyDescriptor: {
+            id: string;
+            type: string;
+            transports?: string[];
+        };
+        PasskeyRequestOptions: {
+            /** @enum {boolean} */
+            success: true;
+            data: {
+                challenge: string;
+                rpId?: string;
+                /** @description Absent for a discoverable sign-in */
+                allowCredentials?: components["schemas"]["PasskeyDescriptor"][];
+                timeout?: number;
+                userVerification?: string;
+            };
+        };
     };
     responses: {
         /** @description Validation failed, malformed JSON or a refused field or parameter */
@@ -1413,8 +1758,8 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description Too many requests (see Retry-After) */
-        TooManyRequests: {
+        /** @description Forbidden */
+        Forbidden: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1422,8 +1767,8 @@ export interface components {
                 "application/json": components["schemas"]["ErrorResponse"];
             };
         };
-        /** @description Forbidden */
-        Forbidden: {
+        /** @description Too many requests (see Retry-After) */
+        TooManyRequests: {
             headers: {
                 [name: string]: unknown;
             };
@@ -1559,6 +1904,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1625,6 +1971,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1729,6 +2076,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1754,6 +2102,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -1927,6 +2276,395 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    passkeyRegistrationOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: {
+                            challenge: string;
+                            rp: {
+                                name: string;
+                                id?: string;
+                            };
+                            user: {
+                                /** @description The user handle, base64url */
+                                id: string;
+                                name: string;
+                                displayName: string;
+                            };
+                            pubKeyCredParams: {
+                                alg: number;
+                                type: string;
+                            }[];
+                            timeout?: number;
+                            attestation?: string;
+                            excludeCredentials?: components["schemas"]["PasskeyDescriptor"][];
+                            authenticatorSelection?: {
+                                [key: string]: unknown;
+                            };
+                            extensions?: {
+                                [key: string]: unknown;
+                            };
+                            hints?: string[];
+                        };
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listPasskeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: components["schemas"]["Passkey"][];
+                        /** @description The account's WebAuthn user handle (base64url), for the Signal API; null before its first passkey */
+                        userHandle: string | null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    registerPasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A name its owner knows it by ("Work laptop") */
+                    name: string;
+                    /** @description What `PublicKeyCredential.toJSON()` gives after `navigator.credentials.create()` */
+                    response: {
+                        /** @description The credential id, base64url */
+                        id: string;
+                        /** @description The credential id, base64url */
+                        rawId: string;
+                        /** @enum {string} */
+                        type: "public-key";
+                        response: {
+                            clientDataJSON: string;
+                            attestationObject: string;
+                            authenticatorData?: string;
+                            transports?: string[];
+                            publicKeyAlgorithm?: number;
+                            publicKey?: string;
+                        };
+                        /** @enum {string} */
+                        authenticatorAttachment?: "platform" | "cross-platform";
+                        clientExtensionResults: {
+                            credProps?: {
+                                rk?: boolean;
+                            };
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deletePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A passkey id from `GET /account/passkeys` */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    renamePasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A passkey id from `GET /account/passkeys` */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A name its owner knows it by ("Work laptop") */
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyResponse"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateApiKeyBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyMade"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    rotateApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A key's id from GET /account/api-keys */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RotateApiKeyBody"];
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ApiKeyMade"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description Forbidden; with `STEP_UP_REQUIRED`, step up first (POST /auth/step-up) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepUpRefusal"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeApiKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A key's id from GET /account/api-keys */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getProfile: {
         parameters: {
             query?: never;
@@ -1947,6 +2685,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2051,6 +2790,40 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    revokeLeakedApiKeys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReportedKeysBody"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        data: null;
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -2397,6 +3170,34 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    stepUpOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyRequestOptions"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     completeSecondFactor: {
         parameters: {
             query?: never;
@@ -2417,6 +3218,75 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MfaSignedIn"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    passkeySignInOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description Sign in as this account: its passkeys only (no email: any passkey of this site) */
+                    email?: string;
+                    /** @description The second step of a sign-in: options for POST /auth/mfa `{mfaToken, passkey}` */
+                    mfaToken?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PasskeyRequestOptions"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    signInWithPasskey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    response: components["schemas"]["PasskeyAssertion"];
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuthResponse"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2510,6 +3380,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2716,6 +3587,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2805,6 +3677,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2870,6 +3743,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -2948,6 +3822,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];

@@ -4,14 +4,15 @@
 import createClient from 'openapi-fetch'
 import type { components, paths } from './api-types.js'
 
-export function apiClient (baseUrl: string, token?: string) {
-  return createClient<paths>({ baseUrl, headers: token ? { authorization: `Bearer ${token}` } : {} })
+/** A client that sends `credential` (a session token, or a personal API key: docs/api-keys.md) as the bearer. */
+export function apiClient (baseUrl: string, credential?: string) {
+  return createClient<paths>({ baseUrl, headers: credential ? { authorization: `Bearer ${credential}` } : {} })
 }
 
 /** What a sign-in (login, reset, provider exchange) answers: signed in, or, with two-step sign-in on, the challenge. */
 type SignInResponse = components['schemas']['SignInResponse']
 /** Asks the person for their authenticator app's code, or one of their recovery codes. */
-export type AskForCode = (methods: Array<'totp' | 'recovery'>) => Promise<{ code: string } | { recoveryCode: string }>
+export type AskForCode = (methods: Array<'totp' | 'recovery' | 'passkey'>) => Promise<{ code: string } | { recoveryCode: string }>
 
 /** The token and user of a sign-in; for an account with two-step sign-in, after POST /auth/mfa with what `askForCode` gives. */
 async function finishSignIn (baseUrl: string, answer: SignInResponse, askForCode?: AskForCode) {
@@ -92,6 +93,34 @@ export async function turnOnTwoStep (baseUrl: string, token: string, password: s
   const confirmed = await api.POST('/account/mfa/totp/confirm', { body: { code } })
   if (confirmed.error) throw new Error(`confirm: ${confirmed.error.code}`)
   return { recoveryCodes: confirmed.data.data.recoveryCodes }
+}
+
+type ApiKeyScope = components['schemas']['ApiKeyScope']
+
+/**
+ * Makes a personal API key for a script (within STEP_UP_MAX_AGE_S of signing in, or after
+ * POST /auth/step-up). The key is shown this once: keep it in the script's secret store.
+ */
+export async function makeApiKey (baseUrl: string, token: string, name: string, scopes: ApiKeyScope[]) {
+  const made = await apiClient(baseUrl, token).POST('/account/api-keys', { body: { name, scopes } })
+  // STEP_UP_REQUIRED: step up first; API_KEY_LIMIT_REACHED: revoke one of the 20.
+  if (made.error) throw new Error(`API key: ${made.error.code}`)
+  return { key: made.data.key, id: made.data.data.id, prefix: made.data.data.prefix }
+}
+
+/**
+ * The API-key mode: what a script does with a key alone, no sign-in. A scope it lacks is 403
+ * INSUFFICIENT_SCOPE; an account route 403 API_KEY_NOT_ALLOWED; a dead key 401; past
+ * API_KEY_RATE_LIMIT_MAX a minute 429 with Retry-After.
+ */
+export async function scriptWithApiKey (baseUrl: string, key: string) {
+  const api = apiClient(baseUrl, key)
+  const created = await api.POST('/tasks', { body: { title: 'Filed by a script' } })
+  if (created.error) throw new Error(`create task: ${created.error.code}`)
+  const listed = await api.GET('/tasks', { params: { query: { limit: 10 } } })
+  if (listed.error) throw new Error(`list tasks: ${listed.error.code}`)
+  const account = await api.GET('/account/profile')
+  return { task: created.data.data, total: listed.data.total, accountRefusal: account.error?.code }
 }
 
 /** Where the account is signed in, sign out everywhere else, and what happened to it lately. */

@@ -2,7 +2,7 @@
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
 import { Secret, TOTP } from 'otpauth'
-import { exchangeSignInCode, forgotPassword, resetPassword, securityCheckup, turnOnTwoStep, walkthrough } from '../../examples/client.js'
+import { exchangeSignInCode, forgotPassword, makeApiKey, resetPassword, scriptWithApiKey, securityCheckup, turnOnTwoStep, walkthrough } from '../../examples/client.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
@@ -58,6 +58,15 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
   t.same(checkup.events.slice(0, 3).map((event) => event.type), ['other-sessions-ended', 'sign-in', 'password-changed'])
   t.same(checkup.providers, [], 'no identity provider configured')
   await t.rejects(exchangeSignInCode(server.base, 'not-a-code'), /SIGN_IN_CODE_INVALID/)
+
+  // The API-key mode: a key made from the fresh session, then a script with the key alone.
+  const { key, prefix } = await makeApiKey(server.base, reset.token, 'nightly import', ['tasks:read', 'tasks:write'])
+  t.match(key, /^tsk_[0-9A-Za-z]{49}$/)
+  t.equal(prefix, key.slice(4, 12))
+  const script = await scriptWithApiKey(server.base, key)
+  t.equal(script.task.title, 'Filed by a script')
+  t.equal(script.total, 3, 'the account\'s tasks')
+  t.equal(script.accountRefusal, 'API_KEY_NOT_ALLOWED', 'the key reaches no account route')
 
   // Two-step sign-in through the same client: on with the app's first code, then a sign-in asks for the next.
   const codeAt = (secret: string, ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
