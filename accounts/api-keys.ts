@@ -39,14 +39,19 @@ const KEY_SHAPE = new RegExp(`^${KEY_PREFIX}[0-9A-Za-z]{${BODY_LENGTH + CHECKSUM
 /** What a list shows of a key: the first 8 characters after `tsk_`. */
 const PREFIX_LENGTH = 8
 
-/** `value` in base62, zero-padded (the alphabet's first character) to `width`. */
+/** `value` in base62, zero-padded (the alphabet's first character) to `width`: the key's random part. */
 function base62 (value: bigint, width: number): string {
   let text = ''
   for (let rest = value; rest > 0n; rest /= 62n) text = ALPHABET[Number(rest % 62n)]! + text
   return text.padStart(width, ALPHABET[0])
 }
 
-const checksumOf = (head: string): string => base62(BigInt(crc32(head)), CHECKSUM_LENGTH)
+/** The checksum: CRC32 (below 2^32, so plain numbers suffice: this runs on every request with a key). */
+function checksumOf (head: string): string {
+  let text = ''
+  for (let rest = crc32(head); rest > 0; rest = Math.floor(rest / 62)) text = ALPHABET[rest % 62]! + text
+  return text.padStart(CHECKSUM_LENGTH, ALPHABET[0])
+}
 
 /** A new key: 256 random bits, then the checksum of everything before it. */
 export function newApiKey (): string {
@@ -231,7 +236,7 @@ const LIMIT_WINDOW_MS = 60_000
 export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependencies): CredentialReader {
   return {
     takes: isApiKeyShaped,
-    async read (key, client) {
+    async read (key, clientOf) {
       if (!isWellFormedApiKey(key)) throw new UnauthorizedError()
       const [row] = await userForApiKey.run(db, { keyHash: hashToken(key) })
       if (row === undefined) throw new UnauthorizedError()
@@ -241,7 +246,7 @@ export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependenc
         if (count > perMinute) throw rateLimited(Math.max(1, Math.ceil(ttlMs / 1000)))
       }
       if (lastUsedAt === null || Date.now() - Date.parse(lastUsedAt) >= LAST_USED_RESOLUTION_MS) {
-        await touchApiKey(db, keyId, recordedClient(client).address)
+        await touchApiKey(db, keyId, recordedClient(clientOf()).address)
       }
       return { user, session: null, scopes: new Set(scopes.split(' ')), apiKeyId: keyId }
     }

@@ -26,12 +26,15 @@ export interface Principal {
 export interface CredentialReader {
   /** Whether the credential is of this reader's kind (an API key by its prefix). */
   takes: (credential: string) => boolean
-  /** Its principal; 401 UNAUTHORIZED when it does not check out. `client`: who presents it (an API key records where it was last used). */
-  read: (credential: string, client: Client) => Promise<Principal>
+  /**
+   * Its principal; 401 UNAUTHORIZED when it does not check out. `client`: who presents it (an
+   * API key records where it was last used, once a minute), read only when needed: it is not free.
+   */
+  read: (credential: string, client: () => Client) => Promise<Principal>
 }
 
 /** The principal of the first reader that takes the credential; 401 when none does. */
-export async function readCredential (readers: readonly CredentialReader[], credential: string, client: Client): Promise<Principal> {
+export async function readCredential (readers: readonly CredentialReader[], credential: string, client: () => Client): Promise<Principal> {
   for (const reader of readers) if (reader.takes(credential)) return reader.read(credential, client)
   throw new UnauthorizedError()
 }

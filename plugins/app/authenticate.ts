@@ -109,7 +109,7 @@ export default fp(async function authenticate (fastify) {
     if (presented === undefined) throw new UnauthorizedError()
     const fromCookie = presented.from === 'cookie'
     if (fromCookie && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
-    const principal = await readCredential(fromCookie ? cookieReaders : headerReaders, presented.credential, clientOf(request))
+    const principal = await readCredential(fromCookie ? cookieReaders : headerReaders, presented.credential, () => clientOf(request))
     if (scopes === undefined) {
       if (principal.session === null) throw new ApiKeyNotAllowedError()
     } else if (!holdsScopes(principal, scopes)) {

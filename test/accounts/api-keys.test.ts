@@ -78,7 +78,7 @@ t.test('a key that fails its checksum is refused before any query; a well-formed
     }
   }) as Kysely<Database>
   const reader = apiKeyReader({ db: counted, counters: memoryCounters(), perMinute: 0 })
-  const client = { address: '10.0.0.1', deviceCookie: undefined }
+  const client = () => ({ address: '10.0.0.1', deviceCookie: undefined })
   const key = newApiKey()
   const typo = key.slice(0, 10) + (key[10] === 'x' ? 'y' : 'x') + key.slice(11)
   await t.rejects(reader.read(typo, client), { code: 'UNAUTHORIZED' })

@@ -71,7 +71,7 @@ t.test('credentials: the first reader that takes one reads it; scopes are held b
   const principal = (scopes: Principal['scopes']): Principal => ({ user, session: null, scopes })
   const reader = (prefix: string, scopes: Principal['scopes']): CredentialReader => ({ takes: (c) => c.startsWith(prefix), read: async () => principal(scopes) })
   const readers = [reader('key_', new Set(['tasks:read'])), reader('', 'all')]
-  const client = { address: '10.0.0.1', deviceCookie: undefined, userAgent: undefined }
+  const client = () => ({ address: '10.0.0.1', deviceCookie: undefined, userAgent: undefined })
   t.same((await readCredential(readers, 'key_abc', client)).scopes, new Set(['tasks:read']), 'the API key\'s reader, by its prefix')
   t.equal((await readCredential(readers, 'eyJ.x.y', client)).scopes, 'all', 'anything else: the session token\'s')
   await t.rejects(readCredential([reader('key_', 'all')], 'eyJ.x.y', client), { code: 'UNAUTHORIZED' }, 'no reader takes it: 401')
