@@ -2,11 +2,20 @@
 import { sql, type Kysely } from 'kysely'
 import type { Preferences, Toggle } from '../schemas/preferences.js'
 import type { TaskStatus } from '../schemas/tasks.js'
+import { prepareQuery } from './statements.js'
 import type { Database, PreferencesRow } from './types.js'
 
 const toggle = (on: boolean): Toggle => on ? 'enabled' : 'disabled'
 
-export const toPreferences = (row: PreferencesRow): Preferences => ({
+/** What the API shows of the row (toPreferences). */
+const PREFERENCE_COLUMNS = [
+  'theme', 'language', 'timezone', 'plan', 'default_status', 'email_notifications', 'task_reminders', 'weekly_digest',
+  'push_notifications', 'payment_customer_id', 'payment_subscription_id', 'payment_subscription_status', 'payment_price_id',
+  'payment_current_period_end'
+] as const
+type PreferenceFields = Pick<PreferencesRow, typeof PREFERENCE_COLUMNS[number]>
+
+export const toPreferences = (row: PreferenceFields): Preferences => ({
   theme: row.theme as Preferences['theme'],
   language: row.language,
   timezone: row.timezone,
@@ -45,6 +54,19 @@ export class MissingPreferencesError extends Error {
     super(`user ${userId} has no preferences row`)
     this.name = 'MissingPreferencesError'
   }
+}
+
+// GET /preferences, which a client reads on every start: compiled once and run as a named
+// statement (db/engine/prepared.ts) instead of built by Kysely, sent as text, parsed and
+// planned again on every request; only the columns the answer shows.
+const preferencesForUser = prepareQuery('preferences_get', (db, p: { userId: string }) => db
+  .selectFrom('user_preferences').select(PREFERENCE_COLUMNS).where('user_id', '=', p.userId))
+
+/** The user's preferences as the API shows them. */
+export async function readPreferences (db: Kysely<Database>, userId: string): Promise<Preferences> {
+  const [row] = await preferencesForUser.run(db, { userId })
+  if (row === undefined) throw new MissingPreferencesError(userId)
+  return toPreferences(row)
 }
 
 /** The user's preferences. */

@@ -3,7 +3,7 @@
 // client's vocabulary: either name of the default task status, "enabled"/"disabled" or
 // booleans for the notification settings.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { getPreferences, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
+import { readPreferences, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
 import { ref } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { PreferencesResponse, UpdatePreferencesBody } from '../../schemas/preferences.js'
@@ -62,7 +62,7 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'The caller\'s preferences (created with defaults on first read)',
       response: { 200: ref(PreferencesResponse) }
     }
-  }, async (request) => ({ success: true as const, data: toPreferences(await getPreferences(db, request.user.id)) }))
+  }, async (request) => ({ success: true as const, data: await readPreferences(db, request.user.id) }))
 
   const update = {
     schema: {

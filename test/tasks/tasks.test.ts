@@ -323,6 +323,33 @@ t.test('GET /tasks', async (t) => {
     t.equal(json(rest).data.length, 1)
   })
 
+  // The page is JSON rendered by PostgreSQL (db/tasks.ts), every other task answer
+  // JavaScript's: the same tasks must come out the same, to the byte.
+  t.test('the page is each task as GET /tasks/:id answers it, in JSON.stringify\'s form', async (t) => {
+    const writer = await registerUser(app)
+    const titles = ['quote " backslash \\ slash /', 'tab\tnew line\nreturn\r\b\f \u0001\u001f\u007f', 'é € 𝄞 \u2028\u2029 \uFEFF', '<script>&amp;</script>']
+    const created: Array<Record<string, any>> = []
+    for (const [i, title] of titles.entries()) {
+      created.push(await createTask(writer, {
+        title,
+        description: i === 0 ? null : `${title}\n${'x'.repeat(i * 100)}`,
+        status: (['todo', 'in-progress', 'completed', 'todo'] as const)[i],
+        dueDate: [null, '0001-01-01T00:00:00Z', '9999-12-31T23:59:59.999999Z', '2028-02-29T12:00:00.5-05:30'][i]
+      }))
+    }
+    // Microseconds, which both forms truncate to milliseconds.
+    await app.db.updateTable('tasks').set({ updated_at: sql<string>`'2026-03-04 05:06:07.891999+00'` }).where('id', '=', created[1]!.id).execute()
+    const res = await list(writer)
+    t.equal(res.statusCode, 200)
+    t.match(res.headers['content-type'], /^application\/json; charset=utf-8$/)
+    t.equal(res.body, JSON.stringify(json(res)), 'compact, keys and escapes as JSON.stringify writes them')
+    const one = await Promise.all(created.map(async (task) =>
+      json(await app.inject({ method: 'GET', url: `/tasks/${task.id}`, headers: writer.auth })).data))
+    t.same(json(res).data, one.reverse())
+    t.equal(json(res).data.find((task: { id: number }) => task.id === created[1]!.id).updatedAt, '2026-03-04T05:06:07.891Z')
+    for (const task of json(res).data) t.same(Object.keys(task), Object.keys(one[0]!), 'the keys in the schema\'s order')
+  })
+
   t.test('invalid query: 400 Validation failed', async (t) => {
     const cases: Array<[string, string]> = [
       ['?limit=0', 'limit'],
