@@ -4,8 +4,7 @@
 // read by the same decoder — with plain `pg` (pool 10), or the embedded database when
 // DATABASE_URL is unset. It verifies the HS256 token with node:crypto, loads the user named
 // by the token (the revocation check folded in, as the service does), then the first page
-// of their tasks with the counts beside it, the page as the JSON text the statement renders.
-// Started by bench/ceilings.ts in a child process.
+// of their tasks with the counts beside it. Started by bench/ceilings.ts in a child process.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
@@ -74,13 +73,28 @@ app.get('/tasks', async (request: FastifyRequest, reply: FastifyReply) => {
   if (user === undefined || claims.iat < earliestTokenIat(user as { password_changed_at: string | null })) {
     return reply.code(401).send({ success: false, error: 'Unauthorized' })
   }
-  // One row: the counts, and the page as the JSON text of its tasks (db/tasks.ts), sent as
-  // the service sends it.
-  const [page] = await query('tasks_page', { userId: claims.sub, limit: 1000, offset: 0 })
-  const { total, todo, in_progress: inProgress, completed, size, data } = page as { total: number, todo: number, in_progress: number, completed: number, size: number, data: string | null }
-  reply.header('x-total-count', total)
-  reply.type('application/json; charset=utf-8')
-  return `{"success":true,"data":[${size === 0 ? '' : data!}],"total":${total},"todo":${todo},"inProgress":${inProgress},"completed":${completed}}`
+  const rows = await query('tasks_page', { userId: claims.sub, limit: 1000, offset: 0 })
+  const first = rows[0]!
+  reply.header('x-total-count', first.total)
+  return {
+    success: true,
+    data: first.id === null
+      ? []
+      : rows.map((row) => ({
+        id: row.id,
+        title: row.title,
+        description: row.description,
+        status: row.status,
+        dueDate: row.due_date,
+        completedAt: row.completed_at,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at
+      })),
+    total: first.total,
+    todo: first.todo,
+    inProgress: first.in_progress,
+    completed: first.completed
+  }
 })
 
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' })

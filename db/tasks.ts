@@ -65,33 +65,18 @@ export const TASK_JSON_OVERHEAD = 256
 // answer larger than this estimate.
 const taskBytes = sql<number>`octet_length(title) + coalesce(octet_length(description), 0) + ${sql.lit(TASK_JSON_OVERHEAD)}`
 
-/**
- * A timestamptz as the API writes it, rendered by PostgreSQL: 2026-11-23T05:08:02.519Z, the
- * form timestamptzToIso (db/engine/timestamps.ts) gives every other answer. to_char's MS
- * truncates to milliseconds, as that does; `at time zone 'UTC'` whatever the session's zone.
- * NULL stays NULL.
- */
-const isoTime = (column: string) =>
-  sql<string | null>`to_char(${sql.ref(column)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-
-// GET /tasks in one round trip and one row: the counts (one index-only scan of the user's
-// tasks with FILTER aggregates), and beside them the page, newest first, walking an index on
-// (user_id[, status], created_at desc, id desc), rendered by PostgreSQL as the text of the
-// answer's `data` array. The process passes those bytes on instead of decoding 8 columns of
-// every row into an object and serializing it again (issue 34). A prepared query's SQL is
-// fixed, so the status filter makes a second statement rather than a branch.
+// GET /tasks in one round trip: the counts (one index-only scan of the user's tasks with
+// FILTER aggregates), then the page beside them, newest first, walking an index on
+// (user_id[, status], created_at desc, id desc). The counts are the outer row, so a user
+// with no matching task still gets one row: the counts, with the task columns null. A
+// prepared query's SQL is fixed, so the status filter makes a second statement rather
+// than a branch.
 //
-// The page is cut to PAGE_BYTES in SQL, so the database never renders more: over the tasks
-// of `limit` and `offset`, a running sum of their sizes (a window in the order of the page,
-// so no second sort) keeps the tasks up to the one that reaches the budget, and always the
+// The page is cut to PAGE_BYTES in SQL, so the database never sends more: over the tasks of
+// `limit` and `offset`, a running sum of their sizes (a window in the order of the page, so
+// no second sort) keeps the tasks up to the one that reaches the budget, and always the
 // first (whose running sum is its own size). Sizes are positive, so the kept tasks are the
-// page's first ones. The counts are the outer row and the page an aggregate beside them, so
-// a user with no matching task still gets one row: the counts, size 0 and no text.
-//
-// Each task is row_to_json of a row whose column names are the Task schema's keys, in its
-// order (schemas/tasks.ts): compact JSON, escaped by PostgreSQL as JSON.stringify would
-// escape the same strings; the timestamps as isoTime. string_agg's own ORDER BY keeps the
-// page's order (an aggregate does not promise its input's).
+// page's first ones.
 const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_status' : 'tasks_page',
   (db, p: ListParams) => {
     const status = byStatus ? p.status : undefined
@@ -107,29 +92,6 @@ const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_
         sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
       ])
       .as('sized')
-    const page = db.selectFrom(sized)
-      .select(TASK_COLUMNS)
-      .where((eb) => eb.or([
-        eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
-        eb('bytes_through', '=', eb.ref('bytes'))
-      ]))
-      .as('page')
-    const rendered = db.selectFrom(page)
-      .innerJoinLateral(db.selectNoFrom([
-        sql.ref<number>('page.id').as('id'),
-        sql.ref<string>('page.title').as('title'),
-        sql.ref<string | null>('page.description').as('description'),
-        sql.ref<TaskStatus>('page.status').as('status'),
-        isoTime('page.due_date').as('dueDate'),
-        isoTime('page.completed_at').as('completedAt'),
-        isoTime('page.created_at').as('createdAt'),
-        isoTime('page.updated_at').as('updatedAt')
-      ]).as('task'), (join) => join.onTrue())
-      .select([
-        sql<number>`count(*)::int`.as('size'),
-        sql<string | null>`string_agg(row_to_json(task)::text, ',' order by page.created_at desc, page.id desc)`.as('data')
-      ])
-      .as('rendered')
     return db
       .with('counts', (db) => ownTasks(db, p.userId).select([
         (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
@@ -138,18 +100,24 @@ const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_
         countWhere('completed').as('completed')
       ]))
       .selectFrom('counts')
-      .crossJoin(rendered)
-      .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed', 'rendered.size', 'rendered.data'])
+      .leftJoinLateral(
+        db.selectFrom(sized)
+          .select(TASK_COLUMNS)
+          .where((eb) => eb.or([
+            eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
+            eb('bytes_through', '=', eb.ref('bytes'))
+          ]))
+          .as('page'),
+        (join) => join.onTrue())
+      .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed'])
+      .select(TASK_COLUMNS.map((column) => `page.${column}` as const))
+      .orderBy('page.created_at', 'desc').orderBy('page.id', 'desc')
   })
 /** The statements GET /tasks runs: without a status filter and with one. */
 export const tasksPage = { all: pageQuery(false), byStatus: pageQuery(true) }
 
 export interface TaskPage {
-  /**
-   * The page's tasks as the JSON text of an array of Task (schemas/tasks.ts), as PostgreSQL
-   * rendered them: the route sends it as it is.
-   */
-  data: string
+  tasks: Task[]
   counts: TaskCounts
   /** Where the next page starts, when tasks matching the filter come after this page. */
   nextOffset?: number
@@ -162,15 +130,15 @@ export async function listTasks (
 ): Promise<TaskPage> {
   // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
   const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
-  const [row] = await tasksPage[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
-  const { total, todo, in_progress: inProgress, completed, size, data } = row!
-  const counts = { total, todo, inProgress, completed }
-  // No task on the page: no text (string_agg over no row).
-  if (size === 0) return { data: '[]', counts }
+  const rows = await tasksPage[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
+  const first = rows[0]!
+  const counts = { total: first.total, todo: first.todo, inProgress: first.in_progress, completed: first.completed }
+  // No task on the page: the one row carries only the counts.
+  if (first.id === null) return { tasks: [], counts }
   // The counts and the page come from one statement, so they agree: more tasks match than
   // this page reaches when it ended before them (at `limit`, or at PAGE_BYTES).
-  const next = params.offset + size
-  return { data: `[${data!}]`, counts, ...(next < total && { nextOffset: next }) }
+  const next = params.offset + rows.length
+  return { tasks: rows.map((row) => toTask(row as TaskFields)), counts, ...(next < counts.total && { nextOffset: next }) }
 }
 
 export async function findTaskForUser (db: Kysely<Database>, userId: string, id: number): Promise<Task | undefined> {
