@@ -116,6 +116,76 @@ const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_
 /** The statements GET /tasks runs: without a status filter and with one. */
 export const tasksPage = { all: pageQuery(false), byStatus: pageQuery(true) }
 
+/**
+ * A timestamptz as the API writes it, rendered by PostgreSQL: 2026-11-23T05:08:02.519Z, the
+ * form timestamptzToIso (db/engine/timestamps.ts) gives every other answer. to_char's MS
+ * truncates to milliseconds, as that does; `at time zone 'UTC'` whatever the session's zone.
+ * NULL stays NULL.
+ */
+const isoTime = (column: string) =>
+  sql<string | null>`to_char(${sql.ref(column)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
+
+// The same page, rendered by PostgreSQL as the text of the answer's `data` array (issue 34),
+// for a server of its own: the process passes those bytes on instead of decoding 8 columns of
+// every row into an object and serializing it again. One row: the counts, the page's size and
+// its text (none for an empty page). Each task is row_to_json of a row whose column names are
+// the Task schema's keys, in its order (schemas/tasks.ts): compact JSON, escaped as
+// JSON.stringify escapes the same strings; string_agg's own ORDER BY keeps the page's order.
+// Not on the embedded database, where PostgreSQL runs in WebAssembly in the service's own
+// process and renders JSON more slowly than the rows cost (bench/README.md, issue 34): the
+// route picks (routes/tasks/index.ts), and test/tasks/tasks.test.ts holds both to the same bytes.
+const renderedPageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_json_by_status' : 'tasks_page_json',
+  (db, p: ListParams) => {
+    const status = byStatus ? p.status : undefined
+    const newest = ownTasks(db, p.userId, status)
+      .select(TASK_COLUMNS)
+      .orderBy('created_at', 'desc').orderBy('id', 'desc')
+      .limit(p.limit).offset(p.offset)
+      .as('newest')
+    const sized = db.selectFrom(newest)
+      .select(TASK_COLUMNS)
+      .select([
+        taskBytes.as('bytes'),
+        sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
+      ])
+      .as('sized')
+    const page = db.selectFrom(sized)
+      .select(TASK_COLUMNS)
+      .where((eb) => eb.or([
+        eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
+        eb('bytes_through', '=', eb.ref('bytes'))
+      ]))
+      .as('page')
+    const rendered = db.selectFrom(page)
+      .innerJoinLateral(db.selectNoFrom([
+        sql.ref<number>('page.id').as('id'),
+        sql.ref<string>('page.title').as('title'),
+        sql.ref<string | null>('page.description').as('description'),
+        sql.ref<TaskStatus>('page.status').as('status'),
+        isoTime('page.due_date').as('dueDate'),
+        isoTime('page.completed_at').as('completedAt'),
+        isoTime('page.created_at').as('createdAt'),
+        isoTime('page.updated_at').as('updatedAt')
+      ]).as('task'), (join) => join.onTrue())
+      .select([
+        sql<number>`count(*)::int`.as('size'),
+        sql<string | null>`string_agg(row_to_json(task)::text, ',' order by page.created_at desc, page.id desc)`.as('data')
+      ])
+      .as('rendered')
+    return db
+      .with('counts', (db) => ownTasks(db, p.userId).select([
+        (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
+        countWhere('todo').as('todo'),
+        countWhere('in-progress').as('in_progress'),
+        countWhere('completed').as('completed')
+      ]))
+      .selectFrom('counts')
+      .crossJoin(rendered)
+      .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed', 'rendered.size', 'rendered.data'])
+  })
+/** The rendered statements, on a PostgreSQL server. */
+export const tasksPageJson = { all: renderedPageQuery(false), byStatus: renderedPageQuery(true) }
+
 export interface TaskPage {
   tasks: Task[]
   counts: TaskCounts
@@ -139,6 +209,29 @@ export async function listTasks (
   // this page reaches when it ended before them (at `limit`, or at PAGE_BYTES).
   const next = params.offset + rows.length
   return { tasks: rows.map((row) => toTask(row as TaskFields)), counts, ...(next < counts.total && { nextOffset: next }) }
+}
+
+/** A page as PostgreSQL rendered it: `data` is the JSON text of the page's array of Task. */
+export interface RenderedTaskPage {
+  data: string
+  counts: TaskCounts
+  nextOffset?: number
+}
+
+/** listTasks, with the page rendered by PostgreSQL (tasksPageJson): for a server of its own, not the embedded engine. */
+export async function listTasksRendered (
+  db: Kysely<Database>,
+  userId: string,
+  query: { status?: TaskStatus, limit?: number, offset?: number }
+): Promise<RenderedTaskPage> {
+  const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
+  const [row] = await tasksPageJson[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
+  const { total, todo, in_progress: inProgress, completed, size, data } = row!
+  const counts = { total, todo, inProgress, completed }
+  // No task on the page: no text (string_agg over no row).
+  if (size === 0) return { data: '[]', counts }
+  const next = params.offset + size
+  return { data: `[${data!}]`, counts, ...(next < total && { nextOffset: next }) }
 }
 
 export async function findTaskForUser (db: Kysely<Database>, userId: string, id: number): Promise<Task | undefined> {

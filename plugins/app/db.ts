@@ -16,6 +16,8 @@ import type { Metrics } from './metrics.js'
 declare module 'fastify' {
   interface FastifyInstance {
     db: Kysely<Database>
+    /** Which engine `db` runs on: a PostgreSQL server, or the embedded one in this process (the tasks page picks its statement by it). */
+    dbEngine: 'postgres' | 'pglite'
   }
   interface FastifyContextConfig {
     /** false: answers without the database, also before the schema is in place (liveness, the API document). */
@@ -48,6 +50,7 @@ export default fp(async function db (fastify) {
     }
   })
   fastify.decorate('db', handle.db)
+  fastify.decorate('dbEngine', handle.kind)
   registerPoolMetrics(fastify.metrics, handle.poolStats)
 
   let migrated = false
