@@ -77,38 +77,44 @@ const taskBytes = sql<number>`octet_length(title) + coalesce(octet_length(descri
 // no second sort) keeps the tasks up to the one that reaches the budget, and always the
 // first (whose running sum is its own size). Sizes are positive, so the kept tasks are the
 // page's first ones.
+/** The page's tasks (`limit` from `offset`, newest first), cut to PAGE_BYTES: a subquery named `page`. */
+function pageOf (db: QueryCreator<Database>, p: ListParams, status: TaskStatus | undefined) {
+  const newest = ownTasks(db, p.userId, status)
+    .select(TASK_COLUMNS)
+    .orderBy('created_at', 'desc').orderBy('id', 'desc')
+    .limit(p.limit).offset(p.offset)
+    .as('newest')
+  const sized = db.selectFrom(newest)
+    .select(TASK_COLUMNS)
+    .select([
+      taskBytes.as('bytes'),
+      sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
+    ])
+    .as('sized')
+  return db.selectFrom(sized)
+    .select(TASK_COLUMNS)
+    .where((eb) => eb.or([
+      eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
+      eb('bytes_through', '=', eb.ref('bytes'))
+    ]))
+    .as('page')
+}
+
+/** The user's task counts (the filter's among them as `total`): the CTE `counts`, one row. */
+const withCounts = (db: QueryCreator<Database>, p: ListParams, status: TaskStatus | undefined) =>
+  db.with('counts', (db) => ownTasks(db, p.userId).select([
+    (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
+    countWhere('todo').as('todo'),
+    countWhere('in-progress').as('in_progress'),
+    countWhere('completed').as('completed')
+  ]))
+
 const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_status' : 'tasks_page',
   (db, p: ListParams) => {
     const status = byStatus ? p.status : undefined
-    const newest = ownTasks(db, p.userId, status)
-      .select(TASK_COLUMNS)
-      .orderBy('created_at', 'desc').orderBy('id', 'desc')
-      .limit(p.limit).offset(p.offset)
-      .as('newest')
-    const sized = db.selectFrom(newest)
-      .select(TASK_COLUMNS)
-      .select([
-        taskBytes.as('bytes'),
-        sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
-      ])
-      .as('sized')
-    return db
-      .with('counts', (db) => ownTasks(db, p.userId).select([
-        (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
-        countWhere('todo').as('todo'),
-        countWhere('in-progress').as('in_progress'),
-        countWhere('completed').as('completed')
-      ]))
+    return withCounts(db, p, status)
       .selectFrom('counts')
-      .leftJoinLateral(
-        db.selectFrom(sized)
-          .select(TASK_COLUMNS)
-          .where((eb) => eb.or([
-            eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
-            eb('bytes_through', '=', eb.ref('bytes'))
-          ]))
-          .as('page'),
-        (join) => join.onTrue())
+      .leftJoinLateral(pageOf(db, p, status), (join) => join.onTrue())
       .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed'])
       .select(TASK_COLUMNS.map((column) => `page.${column}` as const))
       .orderBy('page.created_at', 'desc').orderBy('page.id', 'desc')
@@ -137,26 +143,7 @@ const isoTime = (column: string) =>
 const renderedPageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_json_by_status' : 'tasks_page_json',
   (db, p: ListParams) => {
     const status = byStatus ? p.status : undefined
-    const newest = ownTasks(db, p.userId, status)
-      .select(TASK_COLUMNS)
-      .orderBy('created_at', 'desc').orderBy('id', 'desc')
-      .limit(p.limit).offset(p.offset)
-      .as('newest')
-    const sized = db.selectFrom(newest)
-      .select(TASK_COLUMNS)
-      .select([
-        taskBytes.as('bytes'),
-        sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
-      ])
-      .as('sized')
-    const page = db.selectFrom(sized)
-      .select(TASK_COLUMNS)
-      .where((eb) => eb.or([
-        eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
-        eb('bytes_through', '=', eb.ref('bytes'))
-      ]))
-      .as('page')
-    const rendered = db.selectFrom(page)
+    const rendered = db.selectFrom(pageOf(db, p, status))
       .innerJoinLateral(db.selectNoFrom([
         sql.ref<number>('page.id').as('id'),
         sql.ref<string>('page.title').as('title'),
@@ -172,13 +159,7 @@ const renderedPageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_
         sql<string | null>`string_agg(row_to_json(task)::text, ',' order by page.created_at desc, page.id desc)`.as('data')
       ])
       .as('rendered')
-    return db
-      .with('counts', (db) => ownTasks(db, p.userId).select([
-        (status === undefined ? sql<number>`count(*)::int` : sql<number>`(count(*) filter (where status = ${status}))::int`).as('total'),
-        countWhere('todo').as('todo'),
-        countWhere('in-progress').as('in_progress'),
-        countWhere('completed').as('completed')
-      ]))
+    return withCounts(db, p, status)
       .selectFrom('counts')
       .crossJoin(rendered)
       .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed', 'rendered.size', 'rendered.data'])
