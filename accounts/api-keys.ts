@@ -12,19 +12,18 @@ import { crc32 } from 'node:zlib'
 import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import {
-  countActiveApiKeys, findActiveApiKey, insertApiKey, listLiveApiKeys, revokeApiKey, revokeApiKeysByHash, revokeApiKeysOfUser, touchApiKey, userForApiKey
+  countActiveApiKeys, insertApiKey, listLiveApiKeys, revokeApiKey, revokeApiKeysByHash, revokeApiKeysOfUser, touchApiKey, userForApiKey
 } from '../db/api-keys.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import type { ApiKeyRow, Database, UserRow } from '../db/types.js'
-import { ApiKeyLimitReachedError, ApiKeyNotFoundError, rateLimited, UnauthorizedError } from '../errors.js'
-import { API_KEY_LENGTH, API_KEY_SCOPES } from '../schemas/api-keys.js'
+import { findUserById, lockUser } from '../db/users.js'
+import { ApiKeyLimitReachedError, ApiKeyNotFoundError, rateLimited, UnauthorizedError, ValidationError } from '../errors.js'
+import { API_KEY_LENGTH, API_KEY_SCOPES, type ApiKeyScope } from '../schemas/api-keys.js'
 import { hashToken } from '../token-hash.js'
 import type { CredentialReader } from './credentials.js'
 import type { ApiKeyEvent } from '../mail/messages.js'
 import type { AccountEmail, AccountMail } from './mail.js'
 import { recordedClient, type Counters, type SignInLimits } from './limits.js'
-
-export type ApiKeyScope = typeof API_KEY_SCOPES[number]
 
 /** At most this many live keys per account (a rotation's outgoing key not counted). */
 export const MAX_LIVE_KEYS = 20
@@ -122,9 +121,6 @@ export interface ApiKeyDependencies {
   limits: Pick<SignInLimits, 'admitMailRequest'>
 }
 
-/** The 400 of an expiry that is not ahead, or more than a year ahead. */
-export class ExpiryOutOfRange extends Error {}
-
 export function apiKeyService ({ db, mail, limits }: ApiKeyDependencies): ApiKeys {
   const event = (tx: Kysely<Database>, client: Client, userId: string, type: string, method?: string) =>
     recordSecurityEvent(tx, { userId, type, method: method ?? null, ...recordedClient(client) })
@@ -144,13 +140,13 @@ export function apiKeyService ({ db, mail, limits }: ApiKeyDependencies): ApiKey
       let expiresAt: string | null = null
       if (request.expiresAt !== undefined) {
         const at = Date.parse(request.expiresAt)
-        if (!(at > Date.now()) || at > Date.now() + MAX_KEY_LIFETIME_MS) throw new ExpiryOutOfRange()
+        if (!(at > Date.now()) || at > Date.now() + MAX_KEY_LIFETIME_MS) throw new ValidationError(['must be ahead, and at most a year ahead - expiresAt'])
         expiresAt = new Date(at).toISOString()
       }
       const scopes = API_KEY_SCOPES.filter((scope) => request.scopes.includes(scope)).join(' ')
       return mail.transaction(async (tx) => {
         // One creation at a time per account, so two racing at 19 keys cannot make 21.
-        await tx.selectFrom('users').select('id').where('id', '=', user.id).forUpdate().execute()
+        await lockUser(tx, user.id)
         if (await countActiveApiKeys(tx, user.id) >= MAX_LIVE_KEYS) throw new ApiKeyLimitReachedError()
         const made = await insert(tx, user.id, { name: request.name, scopes, expiresAt })
         await event(tx, client, user.id, 'api-key-created')
@@ -173,9 +169,10 @@ export function apiKeyService ({ db, mail, limits }: ApiKeyDependencies): ApiKey
 
     async rotate (client, user, id, graceSeconds) {
       return mail.transaction(async (tx) => {
-        const old = await findActiveApiKey(tx, user.id, id)
-        // Rotated once already (winding down), revoked, expired, or another user's.
-        if (old === undefined || await revokeApiKey(tx, user.id, id, 'rotated', graceSeconds) === undefined) throw new ApiKeyNotFoundError()
+        // Its row as it winds down (name, scopes and expiry unchanged); none when it was rotated
+        // once already, revoked, expired, or another user's.
+        const old = await revokeApiKey(tx, user.id, id, 'rotated', graceSeconds)
+        if (old === undefined) throw new ApiKeyNotFoundError()
         const made = await insert(tx, user.id, { name: old.name, scopes: old.scopes, expiresAt: old.expires_at })
         await event(tx, client, user.id, 'api-key-rotated')
         return { value: made, emails: [notice(user, 'rotated', old)] }
@@ -193,8 +190,8 @@ export function apiKeyService ({ db, mail, limits }: ApiKeyDependencies): ApiKey
         const emails: AccountEmail[] = []
         for (const row of revoked) {
           await event(tx, client, row.user_id, 'api-key-reported')
-          const owner = await tx.selectFrom('users').select(['id', 'email']).where('id', '=', row.user_id).executeTakeFirstOrThrow()
-          emails.push({ kind: 'api-key', user: owner, event: 'reported', name: row.name, prefix: row.prefix })
+          const owner = await findUserById(tx, row.user_id)
+          if (owner !== undefined) emails.push(notice(owner, 'reported', row))
         }
         return { value: undefined, emails }
       })

@@ -51,23 +51,19 @@ export function listLiveApiKeys (db: Kysely<Database>, userId: string): Promise<
   return db.selectFrom('api_keys').selectAll().where('user_id', '=', userId).where(live()).orderBy('created_at', 'desc').orderBy('id').execute()
 }
 
-/** One live key of the user's, not winding down (rotating or revoking it means something). */
-export function findActiveApiKey (db: Kysely<Database>, userId: string, id: string): Promise<ApiKeyRow | undefined> {
-  return db.selectFrom('api_keys').selectAll().where('user_id', '=', userId).where('id', '=', id).where('revoked_at', 'is', null).where(live()).executeTakeFirst()
-}
-
 /**
- * Stops the user's key `id` (live, a rotation's grace included) at `at` (null: now). Its row
- * when it was live; undefined when there was none to stop (another request stopped it first).
+ * Stops the user's key `id` `graceSeconds` from now. Its owner stops any live key, one in a
+ * rotation's grace included; a rotation only a key not winding down already. Its row when it
+ * was stopped; undefined when there was none to stop (another request stopped it first).
  */
 export function revokeApiKey (
-  db: Kysely<Database>, userId: string, id: string, reason: NonNullable<ApiKeyRow['revoked_reason']>, graceSeconds = 0
+  db: Kysely<Database>, userId: string, id: string, reason: 'owner' | 'rotated', graceSeconds = 0
 ): Promise<ApiKeyRow | undefined> {
   return db.updateTable('api_keys')
     .set({ revoked_at: sql`now() + make_interval(secs => ${graceSeconds})`, revoked_reason: reason })
     .where('user_id', '=', userId)
     .where('id', '=', id)
-    .where(graceSeconds > 0 ? sql<SqlBool>`api_keys.revoked_at is null` : sql<SqlBool>`true`)
+    .where(reason === 'rotated' ? sql<SqlBool>`api_keys.revoked_at is null` : sql<SqlBool>`true`)
     .where(live())
     .returningAll()
     .executeTakeFirst()

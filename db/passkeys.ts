@@ -2,6 +2,7 @@
 // ceremonies' challenges. What must hold once (a challenge used, a counter advanced) is one
 // statement whose WHERE is the check, so of two racing requests, on any instances, one wins.
 import { sql, type Insertable, type Kysely } from 'kysely'
+import { lockUser } from './users.js'
 import type { Database, PasskeyRow, PasskeysTable, WebAuthnChallengeRow, WebAuthnChallengesTable, WebAuthnPurpose } from './types.js'
 
 /** The most passkeys an account keeps (a list shows them all). */
@@ -32,7 +33,7 @@ export async function countPasskeys (db: Kysely<Database>, userId: string): Prom
 
 /** How many passkeys the user has, with their user row locked until the transaction ends. */
 export async function lockUserPasskeys (db: Kysely<Database>, userId: string): Promise<number> {
-  await db.selectFrom('users').select('id').where('id', '=', userId).forUpdate().execute()
+  await lockUser(db, userId)
   return countPasskeys(db, userId)
 }
 
