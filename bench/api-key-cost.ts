@@ -9,7 +9,7 @@ import { login } from './accounts.js'
 import { describe, log, step } from './log.js'
 import { bearer, JSON_HEADERS } from './requests.js'
 import type { ApiKeyCost } from './report.js'
-import type { Measured } from './runs.js'
+import { medianPair, roundRatio, type Measured } from './runs.js'
 import { emailOf } from './seed.js'
 
 /** Each reader's key (tasks:read), made from a fresh sign-in; null when the service has no API keys (an older build). */
@@ -58,19 +58,16 @@ export async function runApiKeyCost ({ options, service, runs, requests, account
       return { token, key, ratio: token.result.rps > 0 ? key.result.rps / token.result.rps : 0 }
     }, (p) => Math.max(p.token.others ?? 0, p.key.others ?? 0)))
   }
-  const byRatio = [...measured].sort((a, b) => a.ratio - b.ratio)
-  const median = byRatio[Math.floor((byRatio.length - 1) / 2)]!
-  if (pairs > 1) log(`  API key/token: ratios of the ${pairs} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
-  const round = (n: number) => Math.round(1000 * n) / 1000
-  const cpuRatio = median.token.cpuUs !== null && median.key.cpuUs !== null && median.token.cpuUs > 0 ? round(median.key.cpuUs / median.token.cpuUs) : null
+  const { median, ratios } = medianPair(measured, 'API key/token')
+  const cpuRatio = median.token.cpuUs !== null && median.key.cpuUs !== null && median.token.cpuUs > 0 ? roundRatio(median.key.cpuUs / median.token.cpuUs) : null
   const cost: ApiKeyCost = {
     tokenRps: median.token.result.rps,
     keyRps: median.key.result.rps,
-    ratio: round(median.ratio),
+    ratio: roundRatio(median.ratio),
     tokenCpuUs: median.token.cpuUs,
     keyCpuUs: median.key.cpuUs,
     cpuRatio,
-    pairRatios: byRatio.map((p) => round(p.ratio))
+    pairRatios: ratios
   }
   report.apiKeyCost = cost
   report.row('tasks.list, session token', { ...median.token.result, cpuUs: median.token.cpuUs }, median.token.rssMB, median.token.eventLoop?.p99 ?? null, '', null, median.token.others)

@@ -4,8 +4,8 @@
 // Target: under 5 %.
 import { randomBytes } from 'node:crypto'
 import type { Bench } from './context.js'
-import { describe, log, step } from './log.js'
-import type { Measured } from './runs.js'
+import { describe, step } from './log.js'
+import { medianPair, roundRatio, type Measured } from './runs.js'
 
 export async function runMetricsCost ({ options, service, runs, requests, report }: Bench): Promise<void> {
   const { pairs } = options
@@ -30,11 +30,9 @@ export async function runMetricsCost ({ options, service, runs, requests, report
   } finally {
     await service.restart({})
   }
-  const byRatio = [...measured].sort((a, b) => a.ratio - b.ratio)
-  const median = byRatio[Math.floor((byRatio.length - 1) / 2)]!
-  if (pairs > 1) log(`  metrics on/off: ratios of the ${pairs} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
-  const ratio = Math.round(1000 * median.ratio) / 1000
-  report.metricsCost = { offRps: median.off.result.rps, onRps: median.on.result.rps, ratio, pairRatios: byRatio.map((p) => Math.round(1000 * p.ratio) / 1000) }
+  const { median, ratios } = medianPair(measured, 'metrics on/off')
+  const ratio = roundRatio(median.ratio)
+  report.metricsCost = { offRps: median.off.result.rps, onRps: median.on.result.rps, ratio, pairRatios: ratios }
   report.row('tasks.list, metrics off', { ...median.off.result, cpuUs: median.off.cpuUs }, median.off.rssMB, median.off.eventLoop?.p99 ?? null, '', null, median.off.others)
   report.row('tasks.list, metrics on', { ...median.on.result, cpuUs: median.on.cpuUs }, median.on.rssMB, median.on.eventLoop?.p99 ?? null, 'metrics off', ratio, median.on.others)
   for (const p of measured) report.errors += p.off.result.errors + p.on.result.errors

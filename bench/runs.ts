@@ -41,6 +41,20 @@ export async function smoke (base: string, request: Request): Promise<string | u
   return res.status >= 200 && res.status < 300 ? undefined : `${res.status} ${text.slice(0, 300)}`
 }
 
+/** A ratio to three decimals, as the report keeps them. */
+export const roundRatio = (ratio: number): number => Math.round(1000 * ratio) / 1000
+
+/**
+ * Of interleaved pairs, the median by ratio (the one reported: on a shared VM identical runs
+ * differ more than the two sides of one pair), and every pair's ratio, lowest first, rounded;
+ * logs them under `label` when there was more than one pair.
+ */
+export function medianPair<P extends { ratio: number }> (measured: P[], label: string): { median: P, ratios: number[] } {
+  const byRatio = [...measured].sort((a, b) => a.ratio - b.ratio)
+  if (byRatio.length > 1) log(`  ${label}: ratios of the ${byRatio.length} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
+  return { median: byRatio[Math.floor((byRatio.length - 1) / 2)]!, ratios: byRatio.map((p) => roundRatio(p.ratio)) }
+}
+
 export class Runs {
   /** The benchmark's other processes (ceilings): their CPU is not "other processes". */
   readonly children: Managed[] = []

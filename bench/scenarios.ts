@@ -6,7 +6,7 @@ import type { Bench } from './context.js'
 import { describe, log, step } from './log.js'
 import type { ScenarioRow } from './report.js'
 import { runOptionsFor } from './requests.js'
-import type { Measured } from './runs.js'
+import { medianPair, roundRatio, type Measured } from './runs.js'
 import { SCENARIOS, type CeilingKind, type CeilingRun, type ScenarioName } from './types.js'
 
 const PAIRED_WITH: Partial<Record<ScenarioName, CeilingKind[]>> = { health: ['framework', 'framework+headers'], 'tasks.list': ['database'] }
@@ -45,14 +45,12 @@ export async function runScenarios ({ options, runs, requests, ceilings, report 
         }, (p) => Math.max(p.s.others ?? 0, ...p.cs.map((c) => c.others ?? 0)))
         measured.push(pair)
       }
-      const byRatio = [...measured].sort((a, b) => a.ratio - b.ratio)
-      const median = byRatio[Math.floor((byRatio.length - 1) / 2)]!
-      if (pairs > 1) log(`  ${name}: ratios of the ${pairs} pairs ${byRatio.map((p) => `${(100 * p.ratio).toFixed(0)} %`).join(', ')}; the median pair is reported`)
+      const { median, ratios } = medianPair(measured, name)
       for (const c of median.cs) report.recordCeiling(c)
       m = median.s
       ceiling = kinds[0]!
-      ratio = Math.round(1000 * median.ratio) / 1000
-      extra = { pairRatios: byRatio.map((p) => Math.round(1000 * p.ratio) / 1000) }
+      ratio = roundRatio(median.ratio)
+      extra = { pairRatios: ratios }
       const sameHeaders = median.cs.find((c) => c.kind === 'framework+headers')
       if (sameHeaders !== undefined && sameHeaders.result.rps > 0) {
         extra.ratioToSameHeaders = Math.round(1000 * m.result.rps / sameHeaders.result.rps) / 1000
