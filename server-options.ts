@@ -120,7 +120,7 @@ type Serializer = ReturnType<ReturnType<BuildSerializer>>
 
 /**
  * Fastify's response serializers, compiled once per distinct schema rather than once per
- * route and status: every route documents the same error envelopes, and at 39 routes that
+ * route and status, and each only when first used: every route documents the same error envelopes, and at 39 routes that
  * was 372 compilations of 48 distinct schemas, the largest part of start-up after loading
  * modules (issue 30). A serializer is a pure function of its schema, the serializer options
  * and the shared schemas it may reference: the cache's key.
@@ -145,7 +145,9 @@ export function serializersOncePerSchema (): BuildSerializer {
       const key = `${context}\n${JSON.stringify(route.schema)}`
       let serializer = built.get(key)
       if (serializer === undefined) {
-        serializer = compile(route)
+        // Compiled on its first answer (issue 34: start-up), like the validators (plugins/validation.ts).
+        let compiled: Serializer | undefined
+        serializer = (data) => (compiled ??= compile(route))(data)
         built.set(key, serializer)
       }
       return serializer

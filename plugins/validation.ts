@@ -115,6 +115,24 @@ function unknownFieldsFirst (schema: ObjectSchema & { additionalProperties?: unk
   return checked
 }
 
+/**
+ * A validator compiled when its route first validates a request, not at start-up: compiling
+ * every route's schemas was a third of the time to the first answer (issue 34), and most
+ * instances never see most routes' requests in their first seconds. Its first request pays a
+ * few milliseconds; a schema ajv cannot compile is a 500 there (every route's schemas are
+ * compiled by the test suite, which sends each route requests).
+ */
+function onFirstUse (build: () => ValidateFunction): ValidateFunction {
+  let validate: ValidateFunction | undefined
+  const checked = ((data: unknown) => {
+    validate ??= build()
+    const valid = validate(data)
+    checked.errors = validate.errors
+    return valid
+  }) as ValidateFunction
+  return checked
+}
+
 // What a route without query parameters accepts: none. An unknown parameter is refused as
 // an unknown body field is, not ignored.
 const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
@@ -165,7 +183,8 @@ export default fp(async function validation (fastify) {
   })
   // The shared schemas ($id) that route schemas reference, known to both before the first route compiles.
   let shared = false
-  fastify.setValidatorCompiler(({ schema, httpPart }) => {
+  fastify.setValidatorCompiler((route) => onFirstUse(() => compile(route)))
+  const compile = ({ schema, httpPart }: { schema: object, httpPart?: string }): ValidateFunction => {
     if (!shared) {
       for (const external of Object.values(fastify.getSchemas())) {
         bodies.addSchema(external as object)
@@ -177,5 +196,5 @@ export default fp(async function validation (fastify) {
     const ref = (schema as { $ref?: unknown }).$ref
     const resolved = typeof ref === 'string' ? fastify.getSchema(ref) ?? schema : schema
     return unknownFieldsFirst(resolved as ObjectSchema, bodies.compile(schema))
-  })
+  }
 }, { name: 'validation', dependencies: ['shared-schemas'] })
