@@ -13,10 +13,9 @@
 //   moves by compare-and-set, in the caller's transaction; a lost race is a refusal.
 // No Fastify here: the client comes in as plain facts.
 import { createHmac, getRandomValues, randomBytes, randomUUID } from 'node:crypto'
-import {
-  generateAuthenticationOptions, generateRegistrationOptions, verifyAuthenticationResponse, verifyRegistrationResponse,
-  type AuthenticationResponseJSON, type PublicKeyCredentialCreationOptionsJSON, type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON
+import type {
+  AuthenticationResponseJSON, PublicKeyCredentialCreationOptionsJSON, PublicKeyCredentialRequestOptionsJSON, RegistrationResponseJSON,
+  verifyAuthenticationResponse
 } from '@simplewebauthn/server'
 import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
@@ -36,6 +35,12 @@ import { hashToken } from '../token-hash.js'
 import { recordedClient, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail } from './mail.js'
 import type { Sessions } from './sessions.js'
+
+/**
+ * The WebAuthn library, loaded by the first ceremony: with its ASN.1 and X.509 modules it was
+ * 0.3 s of every start-up (issue 34), for routes most instances rarely serve.
+ */
+const webauthn = () => import('@simplewebauthn/server')
 
 /** How long a ceremony's challenge lives (and the browser's timeout). */
 export const CEREMONY_TTL_MS = 5 * 60_000
@@ -175,7 +180,7 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
   const decoyCredential = (email: string): string => createHmac('sha256', decoyKey).update(email).digest().subarray(0, 16).toString('base64url')
 
   const authenticationOptions = async (challenge: Uint8Array<ArrayBuffer>, allow: Array<{ id: string, transports?: string[] }> | undefined, userVerification: 'required' | 'preferred') =>
-    generateAuthenticationOptions({ rpID, challenge, timeout: CEREMONY_TTL_MS, userVerification, ...(allow !== undefined && { allowCredentials: allow }) })
+    (await webauthn()).generateAuthenticationOptions({ rpID, challenge, timeout: CEREMONY_TTL_MS, userVerification, ...(allow !== undefined && { allowCredentials: allow }) })
 
   const service: Passkeys = {
     async list (userId) {
@@ -189,7 +194,7 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
       const handle = await userHandleOf(db, user.id, () => randomBytes(32).toString('base64url'))
       const existing = await listPasskeys(db, user.id)
       const challenge = await newChallenge('registration', user.id, { sessionId })
-      return generateRegistrationOptions({
+      return (await webauthn()).generateRegistrationOptions({
         rpName: host,
         rpID,
         userID: new Uint8Array(Buffer.from(handle, 'base64url')),
@@ -210,7 +215,7 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
         throw err
       })
       // The library throws on anything that does not hold (origin, RP id, challenge, no user verification, attestation).
-      const verified = await verifyRegistrationResponse({
+      const verified = await (await webauthn()).verifyRegistrationResponse({
         response, expectedChallenge: used.challenge, expectedOrigin: origin, expectedRPID: rpID, requireUserVerification: true
       }).catch(() => { throw new PasskeyRejectedError() })
       if (!verified.verified) throw new PasskeyRejectedError()
@@ -288,7 +293,7 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
       const stored = Number(passkey.counter)
       let info: Awaited<ReturnType<typeof verifyAuthenticationResponse>>['authenticationInfo']
       try {
-        const verified = await verifyAuthenticationResponse({
+        const verified = await (await webauthn()).verifyAuthenticationResponse({
           response,
           expectedChallenge: challenge,
           expectedOrigin: origin,

@@ -73,12 +73,12 @@ export interface PaymentProvider {
    * A webhook delivery's raw body, once its signature header holds over the exact bytes and
    * its timestamp is within the tolerance: 400 `Invalid signature` otherwise.
    */
-  verifyWebhook: (rawBody: unknown, signatureHeader: unknown) => Buffer
+  verifyWebhook: (rawBody: unknown, signatureHeader: unknown) => Promise<Buffer>
   /**
    * A verified body, parsed, as an event of ours: 400 when it is not shaped like what we read
    * from it (nothing a retry would fix).
    */
-  readWebhookEvent: (body: unknown) => ProviderEvent
+  readWebhookEvent: (body: unknown) => Promise<ProviderEvent>
 }
 
 const notConfigured = (): never => { throw new BillingNotConfiguredError() }

@@ -31,9 +31,9 @@ export interface BillingService {
   /** The prices a checkout may name (PAYMENT_PRICE_IDS). */
   priceIds: readonly string[]
   /** A webhook delivery's raw body once its signature holds (400 `Invalid signature` otherwise). */
-  verifyWebhook: (rawBody: unknown, signatureHeader: unknown) => Buffer
+  verifyWebhook: (rawBody: unknown, signatureHeader: unknown) => Promise<Buffer>
   /** A verified body, parsed, as an event (400 when it is not shaped like one). */
-  readWebhookEvent: (body: unknown) => ProviderEvent
+  readWebhookEvent: (body: unknown) => Promise<ProviderEvent>
   applyProviderEvent: (event: ProviderEvent, log: BillingLog) => Promise<EventOutcome>
   startCheckout: (
     user: { id: string, email: string },

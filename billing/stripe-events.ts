@@ -9,6 +9,7 @@ import type { TSchema } from 'typebox'
 import { CheckoutSessionObject, InvoiceObject, ProviderEventEnvelope, SubscriptionObject } from '../schemas/billing.js'
 import { ValidationError } from '../errors.js'
 import type { EventMeaning, ProviderEvent } from './provider.js'
+import { HANDLED_EVENT_TYPES, type HandledEventType } from './stripe-event-types.js'
 import type { ProviderSubscription } from './rules.js'
 
 export const unixToDate = (seconds: number | null | undefined): Date | null =>
@@ -30,17 +31,6 @@ export function fromStripeSubscription (subscription: Stripe.Subscription): Prov
     cancelAtPeriodEnd: subscription.cancel_at_period_end ?? false
   }
 }
-
-/** The Stripe event types the webhook handles; others are acknowledged and ignored. */
-export const HANDLED_EVENT_TYPES = [
-  'checkout.session.completed',
-  'customer.subscription.updated',
-  'customer.subscription.deleted',
-  'invoice.payment_succeeded',
-  'invoice.payment_failed'
-] as const satisfies readonly Stripe.Event.Type[]
-
-export type HandledEventType = typeof HANDLED_EVENT_TYPES[number]
 
 // The shape of what each handled type carries in data.object.
 const OBJECT_SCHEMAS: Record<HandledEventType, TSchema> = {

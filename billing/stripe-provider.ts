@@ -6,13 +6,12 @@
 // `Billing is not configured`. With tracing on (plugins/tracing.ts), each call is a
 // client span of the request that made it.
 import { randomUUID } from 'node:crypto'
-import Stripe from 'stripe'
+import type Stripe from 'stripe'
 import { SpanKind, SpanStatusCode, type Attributes, type Tracer, type TracerProvider } from '@opentelemetry/api'
 import { ATTR_ERROR_TYPE, ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVER_ADDRESS, ATTR_SERVER_PORT } from '@opentelemetry/semantic-conventions'
 import { BillingNotConfiguredError, InvalidSignatureError, PaymentProviderError } from '../errors.js'
 import type { BillingLog, PaymentProvider, ProviderFailure } from './provider.js'
 import { isEnded } from './rules.js'
-import { fromStripeSubscription, toProviderEvent } from './stripe-events.js'
 
 export interface StripeProviderOptions {
   secretKey: string
@@ -30,6 +29,17 @@ export interface StripeProviderOptions {
   tracerProvider?: TracerProvider
 }
 
+type StripeSdk = typeof Stripe
+
+/**
+ * Stripe's SDK and our reading of its objects (stripe-events.ts, with TypeBox's value
+ * checker), loaded by the first provider call or webhook delivery rather than at start-up,
+ * where they were ~0.3 s of the time to the first answer (issue 34).
+ */
+let loaded: Promise<{ Stripe: StripeSdk, events: typeof import('./stripe-events.js') }> | undefined
+const loadStripe = () => (loaded ??= Promise.all([import('stripe'), import('./stripe-events.js')])
+  .then(([sdk, events]) => ({ Stripe: sdk.default, events })))
+
 function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNetworkRetries: number): Stripe.StripeConfig {
   const options: Stripe.StripeConfig = { timeout, maxNetworkRetries, appInfo: { name: 'task-subscription-backend' } }
   if (apiUrl) {
@@ -41,7 +51,7 @@ function stripeClientOptions (apiUrl: string | undefined, timeout: number, maxNe
   return options
 }
 
-const isMissing = (err: unknown): boolean => err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing'
+const isMissing = (Stripe: StripeSdk, err: unknown): boolean => err instanceof Stripe.errors.StripeInvalidRequestError && err.code === 'resource_missing'
 
 /** Where a span says the calls went: PAYMENT_API_URL's host and port, or Stripe's. */
 function providerAddress (apiUrl: string | undefined): Attributes {
@@ -55,7 +65,7 @@ function providerAddress (apiUrl: string | undefined): Attributes {
  * operation, saying where it went and, when it failed, the provider's error type and status:
  * never a key, a customer's data or what was sent.
  */
-function traced<T> (tracer: Tracer | undefined, address: Attributes, operation: string, fn: () => Promise<T>): Promise<T> {
+function traced<T> (Stripe: StripeSdk, tracer: Tracer | undefined, address: Attributes, operation: string, fn: () => Promise<T>): Promise<T> {
   if (tracer === undefined) return fn()
   return tracer.startActiveSpan(`stripe ${operation}`, {
     kind: SpanKind.CLIENT,
@@ -75,7 +85,7 @@ function traced<T> (tracer: Tracer | undefined, address: Attributes, operation: 
   })
 }
 
-async function call<T> (log: BillingLog, operation: string, fn: () => Promise<T>): Promise<T> {
+async function call<T> (Stripe: StripeSdk, log: BillingLog, operation: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn()
   } catch (err) {
@@ -91,18 +101,22 @@ async function call<T> (log: BillingLog, operation: string, fn: () => Promise<T>
   }
 }
 
+interface Sdk { Stripe: StripeSdk, events: typeof import('./stripe-events.js'), stripe: Stripe }
+
 export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetworkRetries, appUrl, webhookSecret, log, tracerProvider }: StripeProviderOptions): PaymentProvider {
   const tracer = tracerProvider?.getTracer('task-subscription-backend/billing/stripe-provider')
-  const stripe = new Stripe(secretKey, stripeClientOptions(apiUrl, timeoutMs, maxNetworkRetries))
+  let client: Promise<Sdk> | undefined
+  const sdk = () => (client ??= loadStripe().then(({ Stripe, events }) =>
+    ({ Stripe, events, stripe: new Stripe(secretKey, stripeClientOptions(apiUrl, timeoutMs, maxNetworkRetries)) })))
   const address = providerAddress(apiUrl)
   const portalReturnUrl = appUrl.replace(/\/+$/, '')
-  const provider = <T>(operation: string, fn: () => Promise<T>): Promise<T> =>
-    traced(tracer, address, operation, () => call(log, operation, fn))
+  const provider = <T>(operation: string, fn: (sdk: Sdk) => Promise<T>): Promise<T> =>
+    sdk().then((loadedSdk) => traced(loadedSdk.Stripe, tracer, address, operation, () => call(loadedSdk.Stripe, log, operation, () => fn(loadedSdk))))
 
   return {
     ensureConfigured: () => {},
 
-    createCustomer: (user) => provider('customers.create', async () => {
+    createCustomer: (user) => provider('customers.create', async ({ stripe }) => {
       // A stable key: two quick clicks create one customer at the provider.
       const customer = await stripe.customers.create(
         { email: user.email, metadata: { userId: user.id } },
@@ -110,7 +124,7 @@ export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetwork
       return customer.id
     }),
 
-    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl, idempotencyKey }) => provider('checkout.sessions.create', async () => {
+    createCheckoutSession: ({ customerId, priceId, userId, successUrl, cancelUrl, idempotencyKey }) => provider('checkout.sessions.create', async ({ Stripe, stripe }) => {
       const session = await stripe.checkout.sessions.create({
         mode: 'subscription',
         customer: customerId,
@@ -125,37 +139,37 @@ export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetwork
       return { url: session.url, sessionId: session.id }
     }),
 
-    createPortalSession: (customerId, options = {}) => provider('billingPortal.sessions.create', async () => {
+    createPortalSession: (customerId, options = {}) => provider('billingPortal.sessions.create', async ({ stripe }) => {
       const session = await stripe.billingPortal.sessions.create({ customer: customerId, return_url: portalReturnUrl },
         { idempotencyKey: options.idempotencyKey === undefined ? randomUUID() : `portal-session-${options.idempotencyKey}` })
       return session.url
     }),
 
-    retrieveSubscription: (subscriptionId) => provider('subscriptions.retrieve', async () => {
+    retrieveSubscription: (subscriptionId) => provider('subscriptions.retrieve', async ({ Stripe, events, stripe }) => {
       try {
-        return fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))
+        return events.fromStripeSubscription(await stripe.subscriptions.retrieve(subscriptionId))
       } catch (err) {
-        if (isMissing(err)) return null
+        if (isMissing(Stripe, err)) return null
         throw err
       }
     }),
 
-    cancelAtPeriodEnd: (subscriptionId) => provider('subscriptions.update', async () =>
-      fromStripeSubscription(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
+    cancelAtPeriodEnd: (subscriptionId) => provider('subscriptions.update', async ({ events, stripe }) =>
+      events.fromStripeSubscription(await stripe.subscriptions.update(subscriptionId, { cancel_at_period_end: true }, { idempotencyKey: randomUUID() }))),
 
-    cancelNow: (subscriptionId, options = {}) => provider('subscriptions.cancel', async () => {
+    cancelNow: (subscriptionId, options = {}) => provider('subscriptions.cancel', async ({ Stripe, stripe }) => {
       try {
         // Stripe ignores keys on a DELETE; a cancel repeated is answered as below instead.
         await stripe.subscriptions.cancel(subscriptionId, {}, { idempotencyKey: options.idempotencyKey ?? randomUUID() })
         return 'cancelled'
       } catch (err) {
         // Stripe answers a subscription that has ended "No such subscription" (resource_missing).
-        if (isMissing(err)) return 'already-ended'
+        if (isMissing(Stripe, err)) return 'already-ended'
         // Any other refusal is checked against the subscription: done if it has ended after all
         // (a cancel racing the customer's deletion, or an answer worded otherwise).
         if (err instanceof Stripe.errors.StripeInvalidRequestError) {
           const subscription = await stripe.subscriptions.retrieve(subscriptionId).catch((retrieveErr: unknown) => {
-            if (isMissing(retrieveErr)) return null
+            if (isMissing(Stripe, retrieveErr)) return null
             throw retrieveErr
           })
           if (subscription === null || isEnded(subscription.status)) return 'already-ended'
@@ -164,11 +178,11 @@ export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetwork
       }
     }),
 
-    expireCheckoutSession: (sessionId) => provider('checkout.sessions.expire', async () => {
+    expireCheckoutSession: (sessionId) => provider('checkout.sessions.expire', async ({ Stripe, stripe }) => {
       try {
         await stripe.checkout.sessions.expire(sessionId, {}, { idempotencyKey: randomUUID() })
       } catch (err) {
-        if (isMissing(err)) return
+        if (isMissing(Stripe, err)) return
         // Stripe expires only open sessions and refuses the others (its error has no code to
         // tell why): done if the session is no longer open.
         if (err instanceof Stripe.errors.StripeInvalidRequestError && (await stripe.checkout.sessions.retrieve(sessionId)).status !== 'open') return
@@ -176,27 +190,28 @@ export function createStripeProvider ({ secretKey, apiUrl, timeoutMs, maxNetwork
       }
     }),
 
-    deleteCustomer: (customerId) => provider('customers.del', async () => {
+    deleteCustomer: (customerId) => provider('customers.del', async ({ Stripe, stripe }) => {
       try {
         await stripe.customers.del(customerId)
       } catch (err) {
-        if (isMissing(err)) return
+        if (isMissing(Stripe, err)) return
         throw err
       }
     }),
 
-    verifyWebhook: (rawBody, signatureHeader) => {
+    verifyWebhook: async (rawBody, signatureHeader) => {
       if (webhookSecret === undefined) throw new BillingNotConfiguredError()
       if (typeof signatureHeader !== 'string' || !Buffer.isBuffer(rawBody)) throw new InvalidSignatureError()
+      const { Stripe } = await loadStripe()
       try {
-        verifyWebhookSignature(rawBody, signatureHeader, webhookSecret)
+        verifyWebhookSignature(Stripe, rawBody, signatureHeader, webhookSecret)
       } catch {
         throw new InvalidSignatureError()
       }
       return rawBody
     },
 
-    readWebhookEvent: toProviderEvent
+    readWebhookEvent: async (body) => (await loadStripe()).events.toProviderEvent(body)
   }
 }
 
@@ -219,7 +234,7 @@ function signedTimestamp (header: string): number {
  * older than the tolerance, so a delivery dated ahead is refused here: a signed body
  * dated a day ahead would otherwise be replayable for a day and five minutes.
  */
-export function verifyWebhookSignature (rawBody: Buffer, header: string, secret: string, nowMs = Date.now()): void {
+function verifyWebhookSignature (Stripe: StripeSdk, rawBody: Buffer, header: string, secret: string, nowMs = Date.now()): void {
   const signature = Stripe.webhooks.signature
   if (signature === null) throw new Error('the Stripe SDK has no webhook signature helper')
   signature.verifyHeader(rawBody, header, secret, WEBHOOK_TOLERANCE_SECONDS, undefined, nowMs)

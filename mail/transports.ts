@@ -1,6 +1,6 @@
 // How a composed message leaves: over SMTP (nodemailer), or into the log in development.
 // The sender (mail/sender.ts) knows only the Deliver function; no nodemailer type beyond here.
-import nodemailer from 'nodemailer'
+import type { Transporter } from 'nodemailer'
 import type { Logger } from '../jobs/scheduler.js'
 import type { Deliver } from './sender.js'
 
@@ -11,17 +11,28 @@ export interface Transport {
   close: () => void
 }
 
-/** SMTP_URL through nodemailer; connection, greeting and socket timeouts of 10, 10 and 20 s. */
+/**
+ * SMTP_URL through nodemailer; connection, greeting and socket timeouts of 10, 10 and 20 s.
+ * nodemailer is loaded by the first message, not at start-up (issue 34).
+ */
 export function smtpTransport (url: string, from: string): Transport {
-  const transport = nodemailer.createTransport({ url, ...SMTP_TIMEOUTS })
+  let transport: Promise<Transporter> | undefined
+  let closed = false
+  const open = () => (transport ??= import('nodemailer').then(({ default: nodemailer }) => nodemailer.createTransport({ url, ...SMTP_TIMEOUTS })))
   return {
     async deliver (email, signal) {
       // An address object: nodemailer takes it as one mailbox, where a string would be parsed
       // as an address list ("a@x.com,b@y.com", "Name <a@x.com>").
       const to = { name: '', address: email.recipient }
-      await transport.sendMail({ from, to, subject: email.subject, text: email.text, html: email.html, signal })
+      const smtp = await open()
+      // Closed while it loaded: no new connection is opened.
+      if (closed) throw new Error('the mail transport is closed')
+      await smtp.sendMail({ from, to, subject: email.subject, text: email.text, html: email.html, signal })
     },
-    close: () => transport.close()
+    close: () => {
+      closed = true
+      transport?.then((smtp) => { smtp.close() }, () => {})
+    }
   }
 }
 

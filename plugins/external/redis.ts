@@ -9,7 +9,7 @@
 // offline queue) instead of each waiting out the timeout. The outage is logged once, its end
 // once, and `redis_up` says which it is.
 import fp from 'fastify-plugin'
-import { Redis } from 'ioredis'
+import type { Redis } from 'ioredis'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -24,6 +24,8 @@ export default fp(async function redis (fastify) {
     return
   }
   const timeout = config.limits.redisCommandTimeoutMs
+  // Loaded only when used: an instance without REDIS_URL does not pay for it (issue 34, start-up).
+  const { Redis } = await import('ioredis')
   const client = new Redis(config.limits.redisUrl, {
     connectTimeout: 1000,
     commandTimeout: timeout,

@@ -4,7 +4,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { EventOutcome } from '../../billing/service.js'
-import { HANDLED_EVENT_TYPES } from '../../billing/stripe-events.js'
+import { HANDLED_EVENT_TYPES } from '../../billing/stripe-event-types.js'
 import { WebhookEvent, WebhookReceived } from '../../schemas/billing.js'
 import { errorResponses } from '../../schemas/common.js'
 
@@ -43,8 +43,8 @@ const webhooks: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: WebhookReceived, ...errorResponses(502) }
     }
   }, async (request) => {
-    const signed = billing.verifyWebhook(request.body, request.headers['stripe-signature'])
-    const event = billing.readWebhookEvent(await parseJson(request, signed))
+    const signed = await billing.verifyWebhook(request.body, request.headers['stripe-signature'])
+    const event = await billing.readWebhookEvent(await parseJson(request, signed))
     let outcome: EventOutcome | 'failed' = 'failed'
     try {
       outcome = await billing.applyProviderEvent(event, request.log.child({ eventId: event.id, eventType: event.type }))
