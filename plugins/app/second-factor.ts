@@ -36,8 +36,11 @@ function sealerOf (config: AppConfig): Sealer | null {
 export default fp(async function secondFactor (fastify) {
   const { config, db, log } = fastify
   const sealer = sealerOf(config)
-  if (sealer === null && await anyTotp(db)) {
-    throw new StartRefusal('MFA_ENCRYPTION_KEY is required: users have two-step sign-in on, and their TOTP seeds are sealed with it')
+  // Once the schema is checked (plugins/app/db.ts waits for it in its own onReady, before this one).
+  if (sealer === null) {
+    fastify.addHook('onReady', async () => {
+      if (await anyTotp(db)) throw new StartRefusal('MFA_ENCRYPTION_KEY is required: users have two-step sign-in on, and their TOTP seeds are sealed with it')
+    })
   }
   fastify.decorate('secondFactor', secondFactorService({
     db,
