@@ -52,6 +52,12 @@ export async function build (cleanups: CleanUps): Promise<string> {
     child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`tsc -p tsconfig.build.json failed (${String(code)})`)))
     child.on('error', reject)
   })
+  // As `npm run build` does: the embedded database's template, which a fresh directory copies.
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(dir, 'dist', 'scripts', 'embedded-template.js')], { cwd: dir, stdio: 'inherit' })
+    child.on('exit', (code) => code === 0 ? resolve() : reject(new Error(`the embedded database template failed (${String(code)})`)))
+    child.on('error', reject)
+  })
   return dir
 }
 

@@ -4,6 +4,7 @@
 // would still load a deleted route, and Kysely a deleted migration). Under a second, where a
 // full `tsc` build took about 30 s on every start. Types are checked by `npm run typecheck`
 // (and CI), as under `npm run dev`; `npm run build` is still the clean tsc build the image uses.
+import { execFileSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -30,9 +31,12 @@ const changed = sources.filter((source) => mtime(source) > mtime(outputOf(source
 // Output without a source: a deleted or moved file's JavaScript and source map.
 const expected = new Set(sources.map(outputOf))
 const stale: string[] = []
+// The embedded database's template is data, not output: PostgreSQL needs its empty directories.
+const template = join(outdir, 'embedded-template')
 const removeStale = (dir: string): void => {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name)
+    if (path === template || path.startsWith(`${template}.building-`)) continue
     if (entry.isDirectory()) {
       removeStale(path)
       if (readdirSync(path).length === 0) rmSync(path, { recursive: true })
@@ -47,3 +51,13 @@ if (existsSync(outdir)) removeStale(outdir)
 if (changed.length > 0) await stripTypes(root, changed, outdir, { sourcemap: true })
 const removed = stale.length > 0 ? `, ${stale.length} stale removed` : ''
 console.log(`dist/: ${changed.length} of ${sources.length} files built${removed} (${Math.round(performance.now() - started)} ms)`)
+
+// The template again when it may be out of date: none yet, a migration added, changed or gone, or
+// the dependencies changed (PGlite's version). The server also checks its stamp, and ignores a
+// template not made by its code.
+const migrations = join(root, 'db', 'migrations')
+const stamp = join(template, 'STAMP')
+if (!existsSync(stamp) || changed.some((source) => source.startsWith(migrations)) || stale.some((path) => path.startsWith(join(outdir, 'db', 'migrations'))) ||
+  mtime(join(root, 'package-lock.json')) > mtime(stamp)) {
+  execFileSync(process.execPath, [join(outdir, 'scripts', 'embedded-template.js')], { stdio: 'inherit' })
+}

@@ -12,6 +12,7 @@ import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
 import { withQuerySpans } from './query-spans.js'
 import { statementName } from './statement-name.js'
 import { PGliteThreadDialect } from './pglite-thread.js'
+import { usableTemplate } from './embedded-template.js'
 import { pgTypes, SESSION_SETTINGS } from './timestamps.js'
 
 export interface DatabaseOptions {
@@ -52,6 +53,12 @@ export interface DatabaseOptions {
   onPoolError?: (err: Error) => void
   /** With tracing on (plugins/tracing.ts): a span per statement (db/engine/query-spans.ts). */
   tracerProvider?: TracerProvider
+  /**
+   * The template a fresh embedded directory copies when it is one of this code
+   * (db/engine/embedded-template.ts): this build's by default, another directory's, or false
+   * to initialise it from nothing.
+   */
+  template?: string | false
 }
 
 /** Connections at this moment, for the metrics (plugins/app/db.ts). */
@@ -169,6 +176,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
     dialect: withQuerySpans(new CountedDialect({
       dataDir: dir,
       settings: PGLITE_SETTINGS,
+      template: options.template === false ? undefined : usableTemplate(options.template),
       queryTimeoutMs: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
       onFatal: options.onFatal
     }), options.tracerProvider)

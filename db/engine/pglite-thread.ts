@@ -11,9 +11,9 @@
 //
 // The directory belongs to this process from before a fresh one is initialised until the
 // thread has closed it (db/engine/data-dir-lock.ts): a second process on it refuses to start.
-import { spawn } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { readFile } from 'node:fs/promises'
+import { cp, readFile } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -45,6 +45,8 @@ export type ThreadReply =
 export interface PGliteThreadOptions {
   dataDir: string
   settings?: string[]
+  /** A migrated data directory (db/engine/embedded-template.ts) that a fresh one copies instead of initialising. */
+  template?: string
   /** The longest a query may take before the thread is given up as stuck. */
   queryTimeoutMs: number
   /** Told once, when the thread has died or hung; the database stays unavailable after. */
@@ -112,6 +114,20 @@ function initialise (dataDir: string, settings: string[]): Promise<void> {
   })
 }
 
+/**
+ * A template's thousand small files into a fresh directory: cp(1) takes ~0.1 s where Node's
+ * fs.cp takes ~0.9 s (it stats and copies each file in turn); fs.cp where there is no cp.
+ */
+function copyDirectory (from: string, to: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile('cp', ['-R', `${from}/.`, to], (err) => {
+      if (err === null) resolve()
+      else if ((err as NodeJS.ErrnoException).code === 'ENOENT') cp(from, to, { recursive: true }).then(resolve, reject)
+      else reject(new DatabaseThreadError(`copying the database template failed: ${err.message}`))
+    })
+  })
+}
+
 interface Pending { resolve: (reply: ThreadReply) => void, reject: (err: Error) => void, timer?: NodeJS.Timeout }
 
 export class PGliteThread {
@@ -156,7 +172,10 @@ export class PGliteThread {
       throw new DatabaseThreadError(`cannot take the database directory ${options.dataDir}: ${err.message}`, { cause: err })
     })
     try {
-      if (!existsSync(join(options.dataDir, 'PG_VERSION'))) await initialise(options.dataDir, settings)
+      if (!existsSync(join(options.dataDir, 'PG_VERSION'))) {
+        if (options.template !== undefined) await copyDirectory(options.template, options.dataDir)
+        else await initialise(options.dataDir, settings)
+      }
       const data: ThreadData = { dataDir: options.dataDir, settings, ...await artifactsReady }
       const worker = new Worker(bootstrap, { eval: true, workerData: data, execArgv: THREAD_EXEC_ARGV })
       thread = new PGliteThread(worker, lock, options)

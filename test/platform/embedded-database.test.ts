@@ -2,11 +2,16 @@
 // keeps answering while queries run, and a thread that dies or hangs is noticed rather than
 // waited on forever. Always on PGlite, also when DATABASE_URL is set.
 import { readdirSync, writeFileSync } from 'node:fs'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { sql } from 'kysely'
 import t, { type Test } from 'tap'
 import { PGliteThread } from '../../db/engine/pglite-thread.js'
 import { createTaskStatement } from '../../db/tasks.js'
-import { isDatabaseUnavailable } from '../../db/engine/connect.js'
+import { createDatabase, isDatabaseUnavailable } from '../../db/engine/connect.js'
+import { writeStamp } from '../../db/engine/embedded-template.js'
+import { migrateToLatest, schemaIsCurrent } from '../../db/engine/migrate.js'
 import { databaseThreadOf } from '../support/database-thread.js'
 import { build, embeddedDatabaseEnv, registerUser, testConfig } from '../support/helper.js'
 
@@ -135,4 +140,28 @@ t.test('a second thread on a directory in use is refused, naming this process; o
   const second = await PGliteThread.start({ dataDir, queryTimeoutMs: 10_000 })
   t.teardown(() => second.close())
   t.same((await second.query('select 1 as one', [])).rows, [{ one: 1 }])
+})
+
+t.test('a fresh directory copies a template of this code (schema current at once); a template of other code is ignored', async (t) => {
+  // A migrated data directory, stamped as the build stamps its template.
+  const { DATA_DIR: template } = await embeddedDatabaseEnv(t)
+  await writeStamp(template)
+  const fresh = async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'tsb-template-'))
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+    return createDatabase({ dataDir, template })
+  }
+
+  const copied = await fresh()
+  t.equal(await schemaIsCurrent(copied.db), true, 'every migration applied before the migrator runs: the template was copied')
+  t.same((await sql<{ n: number }>`select count(*)::int as n from users`.execute(copied.db)).rows, [{ n: 0 }], 'its tables are there, empty')
+  await copied.close()
+
+  // Made by another PGlite or other migrations: a fresh directory is initialised instead.
+  writeFileSync(join(template, 'STAMP'), 'pglite 0.0.1 migrations 0000000000000000')
+  const initialised = await fresh()
+  t.equal(await schemaIsCurrent(initialised.db), false, 'not copied: initdb only, nothing migrated yet')
+  await migrateToLatest(initialised.db)
+  t.equal(await schemaIsCurrent(initialised.db), true)
+  await initialised.close()
 })
