@@ -12,7 +12,6 @@ import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
 import { withQuerySpans } from './query-spans.js'
 import { statementName } from './statement-name.js'
 import { PGliteThreadDialect } from './pglite-thread.js'
-import { usableTemplate } from './embedded-template.js'
 import { pgTypes, SESSION_SETTINGS } from './timestamps.js'
 
 export interface DatabaseOptions {
@@ -176,7 +175,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
     dialect: withQuerySpans(new CountedDialect({
       dataDir: dir,
       settings: PGLITE_SETTINGS,
-      template: options.template === false ? undefined : usableTemplate(options.template),
+      template: options.template,
       queryTimeoutMs: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
       onFatal: options.onFatal
     }), options.tracerProvider)

@@ -18,19 +18,27 @@ export const TEMPLATE_DIR = fileURLToPath(new URL('../../embedded-template', imp
 
 const STAMP_FILE = 'STAMP'
 
-/** PGlite's version and a hash of the migrations: what a template was made by. */
-export function templateStamp (): string {
-  // Its package.json is not among its exports: found beside its entry point (dist/index.js).
-  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.resolve('@electric-sql/pglite')), 'utf8')) as { version: string }
+/** A hash of every migration file's name and bytes (the tests name their template by it too). */
+export function migrationsDigest (): string {
   const hash = createHash('sha256')
   for (const file of readdirSync(MIGRATION_FOLDER).sort()) hash.update(file).update('\0').update(readFileSync(join(MIGRATION_FOLDER, file)))
-  return `pglite ${version} migrations ${hash.digest('hex').slice(0, 16)}`
+  return hash.digest('hex').slice(0, 16)
+}
+
+/** PGlite's version and a hash of the migrations: what a template was made by. */
+function templateStamp (): string {
+  // Its package.json is not among its exports: found beside its entry point (dist/index.js).
+  const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.resolve('@electric-sql/pglite')), 'utf8')) as { version: string }
+  return `pglite ${version} migrations ${migrationsDigest()}`
 }
 
 const stampOf = (dir: string): string | undefined =>
   existsSync(join(dir, STAMP_FILE)) ? readFileSync(join(dir, STAMP_FILE), 'utf8') : undefined
 
-/** The template's PGlite directory when one made by this code exists, for a fresh directory to copy. */
+/**
+ * The template's PGlite directory when one made by this code exists, for a fresh directory to
+ * copy (asked only when a directory is fresh: the stamp reads every migration file).
+ */
 export function usableTemplate (dir = TEMPLATE_DIR): string | undefined {
   try {
     return isCurrentTemplate(dir) ? join(dir, 'pglite') : undefined
@@ -39,7 +47,7 @@ export function usableTemplate (dir = TEMPLATE_DIR): string | undefined {
   }
 }
 
-/** Marks a directory as a template of this code (scripts/embedded-template.ts, once it is whole). */
+/** Marks a directory as a template of this code (db/engine/make-template.ts, once it is whole). */
 export const writeStamp = (dir: string): Promise<void> => writeFile(join(dir, STAMP_FILE), templateStamp())
 
 /** Whether `dir` holds a template of this code already. */

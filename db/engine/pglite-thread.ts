@@ -24,6 +24,7 @@ import {
   type DatabaseConnection, type Dialect, type Driver, type Kysely, type QueryResult, type TransactionSettings
 } from 'kysely'
 import { DataDirInUseError, lockDataDir, type DataDirLock } from './data-dir-lock.js'
+import { usableTemplate } from './embedded-template.js'
 
 /** What the thread is started with (workerData). */
 export interface ThreadData {
@@ -45,8 +46,11 @@ export type ThreadReply =
 export interface PGliteThreadOptions {
   dataDir: string
   settings?: string[]
-  /** A migrated data directory (db/engine/embedded-template.ts) that a fresh one copies instead of initialising. */
-  template?: string
+  /**
+   * The template a fresh directory copies instead of initialising, when it is one of this code
+   * (db/engine/embedded-template.ts): the build's by default, another directory's, or none.
+   */
+  template?: string | false
   /** The longest a query may take before the thread is given up as stuck. */
   queryTimeoutMs: number
   /** Told once, when the thread has died or hung; the database stays unavailable after. */
@@ -173,7 +177,8 @@ export class PGliteThread {
     })
     try {
       if (!existsSync(join(options.dataDir, 'PG_VERSION'))) {
-        if (options.template !== undefined) await copyDirectory(options.template, options.dataDir)
+        const template = options.template === false ? undefined : usableTemplate(options.template)
+        if (template !== undefined) await copyDirectory(template, options.dataDir)
         else await initialise(options.dataDir, settings)
       }
       const data: ThreadData = { dataDir: options.dataDir, settings, ...await artifactsReady }

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { migrationsDigest } from '../../db/engine/embedded-template.js'
 
 /** Where the code runs from: .tap/build/<pid>/, where scripts/test.ts compiles it for every test command. */
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -18,8 +18,5 @@ export const PROJECT_ROOT = (function projectRoot (dir: string): string {
  * share it, and a changed migration gets a new one.
  */
 export function templateDataDir (): string {
-  const folder = join(ROOT, 'db', 'migrations')
-  const hash = createHash('sha256')
-  for (const file of readdirSync(folder).sort()) hash.update(file).update(readFileSync(join(folder, file)))
-  return join(PROJECT_ROOT, '.tap', `pglite-template-${hash.digest('hex').slice(0, 16)}`)
+  return join(PROJECT_ROOT, '.tap', `pglite-template-${migrationsDigest()}`)
 }
