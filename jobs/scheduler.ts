@@ -186,6 +186,22 @@ export class Scheduler {
     return this.add(new PeriodicJob({ name, intervalMs, run, log: this.#log }))
   }
 
+  /**
+   * A purge every `intervalMs`: a pass that removed anything says what at info (`purge` answers
+   * the counts, logged as they are); one that failed says so at warn, not as the job's error: a
+   * database away for a moment is not an error of ours, and the next pass catches up.
+   */
+  purgeEvery (name: string, intervalMs: number, purge: () => Promise<Record<string, number> | void>, messages: { purged?: string, failed: string }): PeriodicJob {
+    return this.every(name, intervalMs, async () => {
+      try {
+        const counts = await purge()
+        if (counts !== undefined && messages.purged !== undefined && Object.values(counts).some((n) => n > 0)) this.#log.info(counts, messages.purged)
+      } catch (err) {
+        this.#log.warn({ err }, `${messages.failed}: trying again later`)
+      }
+    })
+  }
+
   job (name: string): BackgroundJob {
     const job = this.#jobs.get(name)
     if (job === undefined) throw new Error(`no job named ${name}`)

@@ -27,11 +27,5 @@ export default fp(async function apiKeys (fastify) {
     : redisCounters(fastify.redis, 'tsb-api-key-', (err) => log.debug({ err }, 'API key limit: redis unavailable, letting requests through'))
   fastify.decorate('apiKeyReader', apiKeyReader({ db, counters, perMinute: config.limits.apiKeyPerMinute }))
 
-  fastify.jobs.every('api-keys.purge', PURGE_INTERVAL_MS, async () => {
-    try {
-      await purgeDeadApiKeys(db)
-    } catch (err) {
-      log.warn({ err }, 'purging dead API keys failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('api-keys.purge', PURGE_INTERVAL_MS, async () => { await purgeDeadApiKeys(db) }, { failed: 'purging dead API keys failed' })
 }, { name: 'api-keys', dependencies: ['db', 'redis', 'sign-in-limits', 'mailer', 'scheduler'] })

@@ -159,11 +159,5 @@ export default fp(async function authenticate (fastify) {
   })
 
   // A revocation outlives its token by nothing: once the token has expired it is refused anyway.
-  fastify.jobs.every('auth.purge-revocations', PURGE_INTERVAL_MS, async () => {
-    try {
-      await purgeExpiredRevocations(fastify.db)
-    } catch (err) {
-      fastify.log.warn({ err }, 'purging expired revocations failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('auth.purge-revocations', PURGE_INTERVAL_MS, async () => { await purgeExpiredRevocations(fastify.db) }, { failed: 'purging expired revocations failed' })
 }, { name: 'authenticate', dependencies: ['db', 'scheduler', 'api-keys', '@fastify/jwt', '@fastify/cookie'] })

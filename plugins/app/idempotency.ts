@@ -124,7 +124,7 @@ function document (schema: FastifySchema): void {
 }
 
 export default fp(async function idempotency (fastify) {
-  const { config, db, log } = fastify
+  const { config, db } = fastify
   const maxPerUser = config.limits.idempotencyKeysPerUser
   // Longer than the slowest handler (a checkout: up to three provider calls; see
   // CONNECTION_TIMEOUT_MS), so a repeat meets 409 rather than a second attempt while the first
@@ -223,13 +223,5 @@ export default fp(async function idempotency (fastify) {
   // Expired records count as absent already; the purge gives their space back and holds each
   // user to IDEMPOTENCY_KEYS_PER_USER. A job of the scheduler (jobs/scheduler.ts): every
   // instance runs it, and a purge run twice at once deletes nothing twice.
-  fastify.jobs.every('idempotency.purge', PURGE_INTERVAL_MS, async () => {
-    try {
-      const purged = await purgeIdempotencyKeys(db, maxPerUser)
-      if (purged.expired + purged.evicted > 0) log.info(purged, 'idempotency keys purged')
-    } catch (err) {
-      // A database away for a moment is not an error of ours: the next pass catches up.
-      log.warn({ err }, 'purging idempotency keys failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('idempotency.purge', PURGE_INTERVAL_MS, () => purgeIdempotencyKeys(db, maxPerUser), { purged: 'idempotency keys purged', failed: 'purging idempotency keys failed' })
 }, { name: 'idempotency', dependencies: ['db', 'authenticate', 'scheduler'] })

@@ -51,12 +51,6 @@ export default fp(async function identityProviders (fastify) {
     reply.clearCookie(cookieName(key), cookieOptions)
   })
 
-  fastify.jobs.every('identity.purge', PURGE_INTERVAL_MS, async () => {
-    try {
-      const purged = await purgeExpiredSignInState(db)
-      if (purged > 0) log.info({ purged }, 'expired sign-in flows and codes purged')
-    } catch (err) {
-      log.warn({ err }, 'purging sign-in flows failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('identity.purge', PURGE_INTERVAL_MS, async () => ({ purged: await purgeExpiredSignInState(db) }),
+    { purged: 'expired sign-in flows and codes purged', failed: 'purging sign-in flows failed' })
 }, { name: 'identity-providers', dependencies: ['db', 'scheduler', 'mailer', 'sign-in-limits', '@fastify/cookie'] })

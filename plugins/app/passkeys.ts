@@ -17,7 +17,7 @@ declare module 'fastify' {
 const PURGE_INTERVAL_MS = 10 * 60_000
 
 export default fp(async function passkeys (fastify) {
-  const { config, db, log } = fastify
+  const { config, db } = fastify
   // Shared by the routes that take an assertion (sign-in, the second factor, step-up) and that show a passkey.
   for (const schema of PASSKEY_SCHEMAS) fastify.addSchema(schema)
   fastify.decorate('passkeys', passkeyService({
@@ -30,12 +30,6 @@ export default fp(async function passkeys (fastify) {
     decoyKey: Buffer.from(hkdfSync('sha256', config.auth.jwtSecret, 'task-app', 'passkey decoy credentials v1', 32))
   }))
 
-  fastify.jobs.every('passkeys.purge-challenges', PURGE_INTERVAL_MS, async () => {
-    try {
-      const purged = await purgeExpiredWebAuthnChallenges(db)
-      if (purged > 0) log.info({ purged }, 'expired passkey challenges purged')
-    } catch (err) {
-      log.warn({ err }, 'purging passkey challenges failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('passkeys.purge-challenges', PURGE_INTERVAL_MS, async () => ({ purged: await purgeExpiredWebAuthnChallenges(db) }),
+    { purged: 'expired passkey challenges purged', failed: 'purging passkey challenges failed' })
 }, { name: 'passkeys', dependencies: ['db', 'mailer', 'sign-in-limits', 'sessions', 'scheduler'] })

@@ -54,12 +54,6 @@ export default fp(async function secondFactor (fastify) {
     warn: (err, message) => log.warn({ err }, message)
   }))
 
-  fastify.jobs.every('second-factor.purge-challenges', PURGE_INTERVAL_MS, async () => {
-    try {
-      const purged = await purgeExpiredChallenges(db)
-      if (purged > 0) log.info({ purged }, 'expired second-factor challenges purged')
-    } catch (err) {
-      log.warn({ err }, 'purging second-factor challenges failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('second-factor.purge-challenges', PURGE_INTERVAL_MS, async () => ({ purged: await purgeExpiredChallenges(db) }),
+    { purged: 'expired second-factor challenges purged', failed: 'purging second-factor challenges failed' })
 }, { name: 'second-factor', dependencies: ['db', 'passwords', 'sign-in-limits', 'mailer', 'sessions', 'scheduler', 'passkeys'] })

@@ -17,13 +17,9 @@ export default fp(async function sessions (fastify) {
   const { db, log } = fastify
   fastify.decorate('sessions', sessionService({ db, warn: (err, message) => log.warn({ err }, message) }))
 
-  fastify.jobs.every('sessions.purge', PURGE_INTERVAL_MS, async () => {
-    try {
-      const sessions = await purgeExpiredSessions(db)
-      const events = await purgeOldSecurityEvents(db)
-      if (sessions + events > 0) log.info({ sessions, events }, 'expired sessions and old security events purged')
-    } catch (err) {
-      log.warn({ err }, 'purging sessions and security events failed: trying again later')
-    }
-  })
+  fastify.jobs.purgeEvery('sessions.purge', PURGE_INTERVAL_MS, async () => {
+    const sessions = await purgeExpiredSessions(db)
+    const events = await purgeOldSecurityEvents(db)
+    return { sessions, events }
+  }, { purged: 'expired sessions and old security events purged', failed: 'purging sessions and security events failed' })
 }, { name: 'sessions', dependencies: ['db', 'scheduler'] })

@@ -104,3 +104,33 @@ t.test('the scheduler: named jobs, started and stopped together, run one by name
   await new Promise((resolve) => setImmediate(resolve))
   t.equal(purged, 2, 'stopped jobs are not woken')
 })
+
+t.test('purgeEvery: what a pass removed at info, nothing when it removed nothing, a failure at warn and not as the job\'s error', async (t) => {
+  const lines: Array<[string, object, string]> = []
+  const recorder: Logger = {
+    debug () {},
+    info (obj, msg) { lines.push(['info', obj, msg]) },
+    warn (obj, msg) { lines.push(['warn', obj, msg]) },
+    error (obj, msg) { lines.push(['error', obj, msg]) }
+  }
+  const scheduler = new Scheduler(recorder)
+  t.teardown(() => scheduler.stop())
+  let counts: Record<string, number> = { expired: 2, evicted: 0 }
+  let fail = false
+  const job = scheduler.purgeEvery('purge', 60_000, async () => {
+    if (fail) throw new Error('database away')
+    return counts
+  }, { purged: 'things purged', failed: 'purging things failed' })
+  const silent = scheduler.purgeEvery('silent', 60_000, async () => {}, { failed: 'purging the rest failed' })
+
+  await job.runOnce()
+  t.same(lines, [['info', { expired: 2, evicted: 0 }, 'things purged']])
+  counts = { expired: 0, evicted: 0 }
+  await job.runOnce()
+  await silent.runOnce()
+  t.equal(lines.length, 1, 'a pass that removed nothing, or says nothing, logs nothing')
+  fail = true
+  await job.runOnce()
+  t.equal(lines.length, 2)
+  t.match(lines[1], ['warn', { err: { message: 'database away' } }, 'purging things failed: trying again later'])
+})
