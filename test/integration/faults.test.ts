@@ -91,16 +91,33 @@ t.test('lost while running: 503 envelopes, no crash, then recovery; a webhook in
 })
 
 t.test('pool exhausted: the extra requests fail fast with 503, then the pool recovers', async (t) => {
+  // The connect timeout is also how long a request waits for a slot in a full pool. It is
+  // short so the test is quick; opening a real connection on a loaded CI machine can take
+  // longer, so the two holders below retry until each has its own.
   const small = await build(t, { DATABASE_URL: viaProxy.toString(), DATABASE_POOL_MAX: '2', DATABASE_CONNECT_TIMEOUT_MS: '300' })
   const user = await registerUser(small)
   let releaseAll!: () => void
   const held = new Promise<void>((resolve) => { releaseAll = resolve })
-  // Two slow queries occupy the whole pool.
-  const holders = [1, 2].map(() => small.db.connection().execute(async (conn) => {
-    await conn.selectNoFrom((eb) => eb.val(1).as('one')).execute()
-    await held
-  }))
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  // Two slow queries occupy the whole pool; each signals once its connection is open.
+  const hold = async (opened: () => void, tries = 20): Promise<void> => {
+    try {
+      await small.db.connection().execute(async (conn) => {
+        await conn.selectNoFrom((eb) => eb.val(1).as('one')).execute()
+        opened()
+        await held
+      })
+    } catch (err) {
+      if (tries <= 1 || !/timeout/.test((err as Error).message)) throw err
+      await hold(opened, tries - 1)
+    }
+  }
+  const opened: Array<Promise<void>> = []
+  const holders = [1, 2].map(() => {
+    let signal!: () => void
+    opened.push(new Promise<void>((resolve) => { signal = resolve }))
+    return hold(signal)
+  })
+  await Promise.race([Promise.all(opened), Promise.all(holders)])
   const extra = await Promise.all([1, 2, 3].map(() => small.inject({ method: 'GET', url: '/tasks', headers: user.auth })))
   t.same(extra.map((r) => r.statusCode), [503, 503, 503])
   t.same(json(extra[0]!), { success: false, error: 'Service unavailable', code: 'SERVICE_UNAVAILABLE' })
