@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import { touchSession } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
-import { earliestTokenIat, findUserForToken } from '../db/users.js'
+import { earliestTokenIat, findUserForToken, type TokenHolder } from '../db/users.js'
 import { UnauthorizedError } from '../errors.js'
 import type { PresentedToken } from './sessions.js'
 
@@ -64,45 +64,64 @@ const IAT_LEEWAY_SECONDS = 5
 const MAX_JTI_LENGTH = 255
 
 /**
+ * The checks on a token's holder row (db/users.ts, tokenHolder), whoever read it: the token
+ * reader below, or a route's own statement (`config: { tokenInStatement }`,
+ * plugins/app/authenticate.ts). The principal; 401 for a deleted user, a revoked token, a token
+ * from before a password change or "sign out everywhere else", or an ended session.
+ */
+export async function checkTokenHolder (db: Kysely<Database>, claims: VerifiedTokenClaims, holder: TokenHolder | undefined): Promise<Principal> {
+  if (holder === undefined || claims.iat < earliestTokenIat(holder.user)) throw new UnauthorizedError()
+  const { session } = holder
+  if (session === null) {
+    // Minted elsewhere with the documented claims: void once "sign out everywhere else" ran after it.
+    if (claims.iat < holder.earliestSessionlessIat) throw new UnauthorizedError()
+  } else {
+    if (session.endedAt !== null) throw new UnauthorizedError()
+    if (Date.now() - Date.parse(session.lastSeenAt) >= LAST_SEEN_RESOLUTION_MS) await touchSession(db, claims.jti)
+  }
+  return {
+    user: holder.user,
+    scopes: 'all',
+    session: {
+      jti: claims.jti,
+      exp: claims.exp,
+      iat: claims.iat,
+      hasSession: session !== null,
+      // A token signed elsewhere says nothing of how its holder signed in: `external`, as of its `iat` (§6).
+      methods: session?.methods ?? ['external'],
+      verifiedAt: session === null ? claims.iat * 1000 : session.verifiedAt === null ? 0 : Date.parse(session.verifiedAt)
+    }
+  }
+}
+
+/** The session token's reader, with the check of its claims alone (no query) for a route whose statement reads the holder. */
+export interface SessionTokenReader extends CredentialReader {
+  /** The claims of a token whose signature, algorithm, issuer, audience and times check out; 401 otherwise. */
+  claims: (token: string) => VerifiedTokenClaims
+}
+
+/**
  * The session token (ours, or one signed elsewhere with the documented claims): the user and
  * the token's session in one query (db/users.ts, userForToken), the step-up's facts included,
  * so reading it costs what the token check always cost. Takes every credential: keep it last.
  */
-export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependencies): CredentialReader {
+export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependencies): SessionTokenReader {
+  const claimsOf = (token: string): VerifiedTokenClaims => {
+    let claims: VerifiedTokenClaims
+    try {
+      claims = verify(token)
+    } catch {
+      throw new UnauthorizedError()
+    }
+    if (claims.iat > Date.now() / 1000 + IAT_LEEWAY_SECONDS || claims.jti.length > MAX_JTI_LENGTH) throw new UnauthorizedError()
+    return claims
+  }
   return {
     takes: () => true,
+    claims: claimsOf,
     async read (token) {
-      let claims: VerifiedTokenClaims
-      try {
-        claims = verify(token)
-      } catch {
-        throw new UnauthorizedError()
-      }
-      if (claims.iat > Date.now() / 1000 + IAT_LEEWAY_SECONDS || claims.jti.length > MAX_JTI_LENGTH) throw new UnauthorizedError()
-      const holder = await findUserForToken(db, claims.sub, claims.jti)
-      // A deleted user, a revoked token, or a token from before a password change.
-      if (holder === undefined || claims.iat < earliestTokenIat(holder.user)) throw new UnauthorizedError()
-      const { session } = holder
-      if (session === null) {
-        // Minted elsewhere with the documented claims: void once "sign out everywhere else" ran after it.
-        if (claims.iat < holder.earliestSessionlessIat) throw new UnauthorizedError()
-      } else {
-        if (session.endedAt !== null) throw new UnauthorizedError()
-        if (Date.now() - Date.parse(session.lastSeenAt) >= LAST_SEEN_RESOLUTION_MS) await touchSession(db, claims.jti)
-      }
-      return {
-        user: holder.user,
-        scopes: 'all',
-        session: {
-          jti: claims.jti,
-          exp: claims.exp,
-          iat: claims.iat,
-          hasSession: session !== null,
-          // A token signed elsewhere says nothing of how its holder signed in: `external`, as of its `iat` (§6).
-          methods: session?.methods ?? ['external'],
-          verifiedAt: session === null ? claims.iat * 1000 : session.verifiedAt === null ? 0 : Date.parse(session.verifiedAt)
-        }
-      }
+      const claims = claimsOf(token)
+      return checkTokenHolder(db, claims, await findUserForToken(db, claims.sub, claims.jti))
     }
   }
 }

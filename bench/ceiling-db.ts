@@ -2,10 +2,11 @@
 // request time) running exactly the statements GET /tasks runs — the same SQL text, taken
 // from the service's prepared queries, as named statements on PostgreSQL, with timestamps
 // read by the same decoder — with plain `pg` (pool 10), or the embedded database when
-// DATABASE_URL is unset. It verifies the HS256 token with node:crypto, loads the user named
-// by the token (the revocation check folded in, as the service does), then the first page
-// of their tasks with the counts beside it (on a PostgreSQL server, as the JSON text the
-// statement renders, as the service does there). Started by bench/ceilings.ts in a child process.
+// DATABASE_URL is unset. It verifies the HS256 token with node:crypto, then, as the service
+// does: on a PostgreSQL server, one statement that reads the token's holder (the revocation
+// check folded in) beside the first page of their tasks and the counts, as the JSON text the
+// statement renders; on the embedded database, the holder, then the page's rows. Started by
+// bench/ceilings.ts in a child process.
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { resolve } from 'node:path'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
@@ -70,19 +71,21 @@ app.get('/tasks', async (request: FastifyRequest, reply: FastifyReply) => {
   const match = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')
   const claims = match?.[1] === undefined ? undefined : verify(match[1])
   if (claims === undefined) return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  const [user] = await query('user_for_token', { userId: claims.sub, jti: claims.jti })
-  if (user === undefined || claims.iat < earliestTokenIat(user as { password_changed_at: string | null })) {
-    return reply.code(401).send({ success: false, error: 'Unauthorized' })
-  }
+  const unauthorized = (user: Row | undefined) => user === undefined || claims.iat < earliestTokenIat(user as { password_changed_at: string | null })
   if (process.env.DATABASE_URL) {
-    // On a PostgreSQL server the service sends the page PostgreSQL rendered (db/tasks.ts,
-    // tasks_page_json): one row, the counts and the page's JSON text, sent as it is.
-    const [page] = await query('tasks_page_json', { userId: claims.sub, limit: 1000, offset: 0 })
+    // On a PostgreSQL server the service's one statement checks the token and renders the
+    // page (db/tasks.ts, tasks_page_json_for_token): one row, the holder's columns, the counts
+    // and the page's JSON text, sent as it is; no row when the token does not hold.
+    const [page] = await query('tasks_page_json_for_token', { userId: claims.sub, jti: claims.jti, iat: claims.iat, limit: 1000, offset: 0 })
+    if (unauthorized(page)) return reply.code(401).send({ success: false, error: 'Unauthorized' })
     const { total, todo, in_progress: inProgress, completed, size, data } = page as { total: number, todo: number, in_progress: number, completed: number, size: number, data: string | null }
     reply.header('x-total-count', total)
     reply.type('application/json; charset=utf-8')
     return `{"success":true,"data":[${size === 0 ? '' : data!}],"total":${total},"todo":${todo},"inProgress":${inProgress},"completed":${completed}}`
   }
+  // On the embedded database, two statements as the service runs them: the token's holder, then the page.
+  const [user] = await query('user_for_token', { userId: claims.sub, jti: claims.jti })
+  if (unauthorized(user)) return reply.code(401).send({ success: false, error: 'Unauthorized' })
   const rows = await query('tasks_page', { userId: claims.sub, limit: 1000, offset: 0 })
   const first = rows[0]!
   reply.header('x-total-count', first.total)

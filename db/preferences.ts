@@ -4,6 +4,7 @@ import type { Preferences, Toggle } from '../schemas/preferences.js'
 import type { TaskStatus } from '../schemas/tasks.js'
 import { prepareQuery } from './statements.js'
 import type { Database, PreferencesRow } from './types.js'
+import { tokenHolder, tokenHolds, type TokenAsk, type WithHolder } from './users.js'
 
 const toggle = (on: boolean): Toggle => on ? 'enabled' : 'disabled'
 
@@ -67,6 +68,25 @@ export async function readPreferences (db: Kysely<Database>, userId: string): Pr
   const [row] = await preferencesForUser.run(db, { userId })
   if (row === undefined) throw new MissingPreferencesError(userId)
   return toPreferences(row)
+}
+
+// The same with the token's check (`tokenInStatement`): the holder's row beside the
+// preferences, in the one round trip, for a token that holds (db/users.ts, tokenHolds).
+const preferencesForToken = prepareQuery('preferences_get_for_token', (db, p: TokenAsk) => db
+  .with('holder', (db) => tokenHolder(db, p))
+  .selectFrom('holder')
+  .leftJoin('user_preferences', 'user_preferences.user_id', 'holder.id')
+  .selectAll('holder')
+  .select('user_preferences.user_id as preferences_of')
+  .select(PREFERENCE_COLUMNS.map((column) => `user_preferences.${column}` as const))
+  .where(tokenHolds(p.iat)))
+
+/** readPreferences, reading the token's holder in the same statement; undefined when the token does not hold. */
+export async function readPreferencesForToken (db: Kysely<Database>, token: TokenAsk): Promise<WithHolder<Preferences> | undefined> {
+  const [row] = await preferencesForToken.run(db, token)
+  if (row === undefined) return undefined
+  if (row.preferences_of === null) throw new MissingPreferencesError(token.userId)
+  return { holder: row, result: toPreferences(row as PreferenceFields) }
 }
 
 /** The user's preferences. */

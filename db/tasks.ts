@@ -3,6 +3,7 @@ import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely'
 import type { CreateTaskBody, Task, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import { prepareQuery } from './statements.js'
 import type { Database, TaskRow } from './types.js'
+import { tokenHolder, tokenHolds, type TokenAsk, type WithHolder } from './users.js'
 
 type TaskFields = Omit<TaskRow, 'user_id'>
 
@@ -140,32 +141,54 @@ const isoTime = (column: string) =>
 // Not on the embedded database, where PostgreSQL runs in WebAssembly in the service's own
 // process and renders JSON more slowly than the rows cost (bench/README.md, issue 34): the
 // route picks (routes/tasks/index.ts), and test/tasks/tasks.test.ts holds both to the same bytes.
+/** The page rendered (`rendered`: its size and its text), as a subquery. */
+function renderedPage (db: QueryCreator<Database>, p: ListParams, status: TaskStatus | undefined) {
+  return db.selectFrom(pageOf(db, p, status))
+    .innerJoinLateral(db.selectNoFrom([
+      sql.ref<number>('page.id').as('id'),
+      sql.ref<string>('page.title').as('title'),
+      sql.ref<string | null>('page.description').as('description'),
+      sql.ref<TaskStatus>('page.status').as('status'),
+      isoTime('page.due_date').as('dueDate'),
+      isoTime('page.completed_at').as('completedAt'),
+      isoTime('page.created_at').as('createdAt'),
+      isoTime('page.updated_at').as('updatedAt')
+    ]).as('task'), (join) => join.onTrue())
+    .select([
+      sql<number>`count(*)::int`.as('size'),
+      sql<string | null>`string_agg(row_to_json(task)::text, ',' order by page.created_at desc, page.id desc)`.as('data')
+    ])
+    .as('rendered')
+}
+const RENDERED_COLUMNS = ['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed', 'rendered.size', 'rendered.data'] as const
+
 const renderedPageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_json_by_status' : 'tasks_page_json',
   (db, p: ListParams) => {
     const status = byStatus ? p.status : undefined
-    const rendered = db.selectFrom(pageOf(db, p, status))
-      .innerJoinLateral(db.selectNoFrom([
-        sql.ref<number>('page.id').as('id'),
-        sql.ref<string>('page.title').as('title'),
-        sql.ref<string | null>('page.description').as('description'),
-        sql.ref<TaskStatus>('page.status').as('status'),
-        isoTime('page.due_date').as('dueDate'),
-        isoTime('page.completed_at').as('completedAt'),
-        isoTime('page.created_at').as('createdAt'),
-        isoTime('page.updated_at').as('updatedAt')
-      ]).as('task'), (join) => join.onTrue())
-      .select([
-        sql<number>`count(*)::int`.as('size'),
-        sql<string | null>`string_agg(row_to_json(task)::text, ',' order by page.created_at desc, page.id desc)`.as('data')
-      ])
-      .as('rendered')
     return withCounts(db, p, status)
       .selectFrom('counts')
-      .crossJoin(rendered)
-      .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed', 'rendered.size', 'rendered.data'])
+      .crossJoin(renderedPage(db, p, status))
+      .select(RENDERED_COLUMNS)
+  })
+// The same with the token's check (plugins/app/authenticate.ts, `tokenInStatement`): the
+// holder's row beside the page, in the one round trip, and the page only for a token that
+// holds (db/users.ts, tokenHolds): no row otherwise.
+const renderedPageForTokenQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_json_by_status_for_token' : 'tasks_page_json_for_token',
+  (db, p: ListParams & TokenAsk) => {
+    const status = byStatus ? p.status : undefined
+    return withCounts(db, p, status)
+      .with('holder', (db) => tokenHolder(db, p))
+      .selectFrom('holder')
+      .crossJoin('counts')
+      .crossJoin(renderedPage(db, p, status))
+      .selectAll('holder')
+      .select(RENDERED_COLUMNS)
+      .where(tokenHolds(p.iat))
   })
 /** The rendered statements, on a PostgreSQL server. */
 export const tasksPageJson = { all: renderedPageQuery(false), byStatus: renderedPageQuery(true) }
+/** The same, reading the token's holder too (`tokenInStatement`). */
+export const tasksPageJsonForToken = { all: renderedPageForTokenQuery(false), byStatus: renderedPageForTokenQuery(true) }
 
 export interface TaskPage {
   tasks: Task[]
@@ -179,8 +202,7 @@ export async function listTasks (
   userId: string,
   query: { status?: TaskStatus, limit?: number, offset?: number }
 ): Promise<TaskPage> {
-  // The schema's defaults fill these in; the fallbacks keep the function safe on its own.
-  const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
+  const params = listParams(userId, query)
   const rows = await tasksPage[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
   const first = rows[0]!
   const counts = { total: first.total, todo: first.todo, inProgress: first.in_progress, completed: first.completed }
@@ -205,9 +227,30 @@ export async function listTasksRendered (
   userId: string,
   query: { status?: TaskStatus, limit?: number, offset?: number }
 ): Promise<RenderedTaskPage> {
-  const params: ListParams = { userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 }
+  const params = listParams(userId, query)
   const [row] = await tasksPageJson[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
-  const { total, todo, in_progress: inProgress, completed, size, data } = row!
+  return renderedTaskPage(row!, params)
+}
+
+/** listTasksRendered, reading the token's holder in the same statement; undefined when the token does not hold (db/users.ts, tokenHolds). */
+export async function listTasksRenderedForToken (
+  db: Kysely<Database>,
+  token: TokenAsk,
+  query: { status?: TaskStatus, limit?: number, offset?: number }
+): Promise<WithHolder<RenderedTaskPage> | undefined> {
+  const params = { ...listParams(token.userId, query), jti: token.jti, iat: token.iat }
+  const [row] = await tasksPageJsonForToken[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
+  return row === undefined ? undefined : { holder: row, result: renderedTaskPage(row, params) }
+}
+
+// The schema's defaults fill these in; the fallbacks keep the functions safe on their own.
+const listParams = (userId: string, query: { status?: TaskStatus, limit?: number, offset?: number }): ListParams =>
+  ({ userId, status: query.status, limit: query.limit ?? 1000, offset: query.offset ?? 0 })
+
+interface RenderedRow { total: number, todo: number, in_progress: number, completed: number, size: number, data: string | null }
+
+function renderedTaskPage (row: RenderedRow, params: ListParams): RenderedTaskPage {
+  const { total, todo, in_progress: inProgress, completed, size, data } = row
   const counts = { total, todo, inProgress, completed }
   // No task on the page: no text (string_agg over no row).
   if (size === 0) return { data: '[]', counts }
@@ -234,6 +277,14 @@ interface CreateParams {
 // one statement (a data-modifying CTE), so both are written or neither, with no BEGIN and
 // COMMIT around them. PostgreSQL runs the `event` insert to completion although the outer
 // select never reads it.
+const recordTaskCreated = (db: QueryCreator<Database & { task: Pick<TaskRow, 'id' | 'user_id'> }>) => db.insertInto('usage_events')
+  .columns(['user_id', 'name', 'properties'])
+  .expression((eb) => eb.selectFrom('task').select([
+    'task.user_id',
+    sql.lit('task_created').as('name'),
+    sql<string>`jsonb_build_object('userId', task.user_id, 'taskId', task.id)`.as('properties')
+  ]))
+
 export const createTaskStatement = prepareQuery('tasks_create', (db, p: CreateParams) => db
   .with('task', (db) => db.insertInto('tasks')
     .values({
@@ -245,26 +296,71 @@ export const createTaskStatement = prepareQuery('tasks_create', (db, p: CreatePa
       completed_at: sql<string | null>`case when ${p.status}::task_status = 'completed' then now() end`
     })
     .returning(['user_id', ...TASK_COLUMNS]))
-  .with('event', (db) => db.insertInto('usage_events')
-    .columns(['user_id', 'name', 'properties'])
-    .expression((eb) => eb.selectFrom('task').select([
-      'task.user_id',
-      sql.lit('task_created').as('name'),
-      sql<string>`jsonb_build_object('userId', task.user_id, 'taskId', task.id)`.as('properties')
-    ])))
+  .with('event', recordTaskCreated)
   .selectFrom('task')
   .select(TASK_COLUMNS))
 
+// The same with the token's check (`tokenInStatement`): the task is written only for a token
+// that holds (db/users.ts, tokenHolds: the rules accounts/credentials.ts applies to the holder
+// row, which comes back beside the task, or without one when the token does not hold).
+export const createTaskForTokenStatement = prepareQuery('tasks_create_for_token', (db, p: CreateParams & TokenAsk) => db
+  .with('holder', (db) => tokenHolder(db, p))
+  .with('task', (db) => db.insertInto('tasks')
+    .columns(['user_id', 'title', 'description', 'status', 'due_date', 'completed_at'])
+    .expression((eb) => eb.selectFrom('holder').where(tokenHolds(p.iat)).select([
+      'holder.id as user_id',
+      sql<string>`${p.title}::text`.as('title'),
+      sql<string | null>`${p.description}::text`.as('description'),
+      sql<TaskStatus>`${p.status}::task_status`.as('status'),
+      sql<string | null>`${p.dueDate}::timestamptz`.as('due_date'),
+      sql<string | null>`case when ${p.status}::task_status = 'completed' then now() end`.as('completed_at')
+    ]))
+    .returning(['user_id', ...TASK_COLUMNS]))
+  .with('event', recordTaskCreated)
+  .selectFrom('holder')
+  .leftJoin('task', (join) => join.onTrue())
+  .selectAll('holder')
+  .select([
+    'task.id as task_id', 'task.title as task_title', 'task.description as task_description', 'task.status as task_status',
+    'task.due_date as task_due_date', 'task.completed_at as task_completed_at', 'task.created_at as task_created_at',
+    'task.updated_at as task_updated_at'
+  ]))
+
+const createParams = (userId: string, body: CreateTaskBody): CreateParams => ({
+  userId,
+  title: body.title.trim(),
+  description: body.description ?? null,
+  status: body.status ?? 'todo',
+  dueDate: body.dueDate ?? null
+})
+
 /** Creates the task and records its `task_created` usage event, in one statement. */
 export async function createTask (db: Kysely<Database>, userId: string, body: CreateTaskBody): Promise<Task> {
-  const [row] = await createTaskStatement.run(db, {
-    userId,
-    title: body.title.trim(),
-    description: body.description ?? null,
-    status: body.status ?? 'todo',
-    dueDate: body.dueDate ?? null
-  })
+  const [row] = await createTaskStatement.run(db, createParams(userId, body))
   return toTask(row!)
+}
+
+/**
+ * createTask, reading the token's holder in the same statement: the holder's row and the task,
+ * which is written only when the token holds (no task otherwise); undefined without a holder
+ * (a revoked token, a deleted user).
+ */
+export async function createTaskForToken (db: Kysely<Database>, token: TokenAsk, body: CreateTaskBody): Promise<WithHolder<Task | undefined> | undefined> {
+  const [row] = await createTaskForTokenStatement.run(db, { ...createParams(token.userId, body), jti: token.jti, iat: token.iat })
+  if (row === undefined) return undefined
+  const task = row.task_id === null
+    ? undefined
+    : toTask({
+      id: row.task_id,
+      title: row.task_title!,
+      description: row.task_description,
+      status: row.task_status!,
+      due_date: row.task_due_date,
+      completed_at: row.task_completed_at,
+      created_at: row.task_created_at!,
+      updated_at: row.task_updated_at!
+    })
+  return { holder: row, result: task }
 }
 
 /** Applies the given fields; `undefined` leaves a field as it is. Undefined result: no such task for this user. */

@@ -1,9 +1,9 @@
 // Users: creation with default preferences, lookups for sign-in and for token checks.
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type QueryCreator } from 'kysely'
 import type { Profile, User } from '../schemas/users.js'
 import { methodsOf } from './sessions.js'
 import { prepareQuery } from './statements.js'
-import type { AuthMethod, Database, UserRow } from './types.js'
+import type { AuthMethod, Database, SessionMethod, UserRow } from './types.js'
 
 export const toUser = (row: UserRow): User => ({
   id: row.id,
@@ -51,8 +51,9 @@ export const USER_COLUMNS = ['id', 'name', 'email', 'password', 'image', 'email_
 
 // The user a token names, unless that token was revoked, with the token's session if it has
 // one (how and when its holder last proved who they are included, for the step-up check): one
-// round trip per authenticated request, prepared once (db/engine/prepared.ts).
-export const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) =>
+// round trip per authenticated request, prepared once (db/engine/prepared.ts). A route's own
+// statement may read it too, as its CTE `holder` (tokenHolder), and save that round trip.
+export const tokenHolder = (db: QueryCreator<Database>, p: { userId: string, jti: string }) =>
   db.selectFrom('users')
     .leftJoin('sessions', (join) => join.onRef('sessions.user_id', '=', 'users.id').on('sessions.id', '=', p.jti))
     .select(USER_COLUMNS.map((column) => `users.${column}` as const))
@@ -72,7 +73,41 @@ export const userForToken = prepareQuery('user_for_token', (db, p: { userId: str
     .where('users.id', '=', p.userId)
     .where(({ not, exists, selectFrom }) => not(exists(
       selectFrom('revoked_tokens').select(sql`1`.as('one')).where('jti', '=', p.jti)
-    ))))
+    )))
+
+export const userForToken = prepareQuery('user_for_token', (db, p: { userId: string, jti: string }) => tokenHolder(db, p))
+
+/** A row of tokenHolder: the user's columns and the session's. */
+export type TokenHolderRow = UserRow & {
+  session_id: string | null
+  session_ended_at: string | null
+  session_last_seen_at: string | null
+  session_method: SessionMethod | null
+  session_methods: string | null
+  session_verified_at: string | null
+  other_tokens_ended_at: string | null
+}
+
+/** What a statement that reads the token's holder itself gives: the holder's row and its own result. */
+export interface WithHolder<T> { holder: TokenHolderRow, result: T }
+
+/** The token a statement reading its holder itself asks about: its user, its id and when it was issued. */
+export interface TokenAsk { userId: string, jti: string, iat: number }
+
+/** Whole seconds since the epoch of a timestamptz, plus one: the `iat` from which a token counts (earliestTokenIat). */
+const firstSecondAfter = (column: string) => sql<number>`floor(extract(epoch from ${sql.ref(column)}))::bigint + 1`
+
+/**
+ * Whether the CTE `holder`'s token still holds, for a statement that writes only for a token
+ * that does: the same rules accounts/credentials.ts (checkTokenHolder) applies to the row it
+ * returns, there the authority. Not past a password change (earliestTokenIat); a session not
+ * ended; a token without one not from before "sign out everywhere else". (A revoked token or a
+ * deleted user has no holder row at all.) test/accounts/token-in-statement.test.ts tries each.
+ */
+export const tokenHolds = (iat: number) => sql<boolean>`(holder.password_changed_at is null or ${iat}::bigint >= ${firstSecondAfter('holder.password_changed_at')})
+  and case when holder.session_id is null
+    then holder.other_tokens_ended_at is null or ${iat}::bigint >= ${firstSecondAfter('holder.other_tokens_ended_at')}
+    else holder.session_ended_at is null end`
 
 /** What a token check learns in its one query. */
 export interface TokenHolder {
@@ -89,18 +124,34 @@ export interface TokenHolder {
   earliestSessionlessIat: number
 }
 
-export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<TokenHolder | undefined> {
-  const [row] = await userForToken.run(db, { userId, jti })
+/** A tokenHolder row as what a token check learns; undefined (no row) for a revoked token or a deleted user. */
+export function toTokenHolder (row: TokenHolderRow | undefined): TokenHolder | undefined {
   if (row === undefined) return undefined
   const {
     session_id: sessionId, session_ended_at: endedAt, session_last_seen_at: lastSeenAt, session_method: method, session_methods: methods,
-    session_verified_at: verifiedAt, other_tokens_ended_at: othersEndedAt, ...user
+    session_verified_at: verifiedAt, other_tokens_ended_at: othersEndedAt, ...rest
   } = row
+  const user: UserRow = {
+    id: rest.id,
+    name: rest.name,
+    email: rest.email,
+    password: rest.password,
+    image: rest.image,
+    email_verified: rest.email_verified,
+    password_changed_at: rest.password_changed_at,
+    created_at: rest.created_at,
+    updated_at: rest.updated_at
+  }
   return {
     user,
     session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt!, methods: methodsOf(methods, method!), verifiedAt },
     earliestSessionlessIat: othersEndedAt === null ? 0 : Math.floor(Date.parse(othersEndedAt) / 1000) + 1
   }
+}
+
+export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<TokenHolder | undefined> {
+  const [row] = await userForToken.run(db, { userId, jti })
+  return toTokenHolder(row)
 }
 
 /** A user row with the email change waiting for its confirmation, if any. */

@@ -26,14 +26,16 @@ export const QUERY_SPANS_SCOPE = 'task-subscription-backend/db/engine/query-span
 // is a token.
 const TOKEN = /--[^\n]*|\/\*[\s\S]*?\*\/|'(?:[^']|'')*'|"((?:[^"]|"")*)"|([A-Za-z_][\w$]*)|([().])/g
 const DML = new Set(['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'MERGE'])
+const WRITES = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE'])
 /** Words after which a table's name comes, and the words that may stand between. */
 const BEFORE_TABLE = new Set(['FROM', 'JOIN', 'INTO', 'UPDATE'])
 const NOT_TABLES = new Set(['LATERAL', 'ONLY'])
 
 /**
  * What a statement does, as OpenTelemetry's database conventions name it: its operation (the
- * first keyword, or for a WITH the first SELECT, INSERT, UPDATE, DELETE or MERGE in it) and the
- * first table it names (schema-qualified as written), when they can be told from the text.
+ * first keyword, or for a WITH the first SELECT, INSERT, UPDATE, DELETE or MERGE in it, a
+ * write before a read) and the first table it names (schema-qualified as written; for a WITH
+ * that writes, the first table written), when they can be told from the text.
  */
 export function describeStatement (sql: string): { operation: string | undefined, collection: string | undefined } {
   let operation: string | undefined
@@ -65,7 +67,8 @@ export function describeStatement (sql: string): { operation: string | undefined
       if (!call) collection = pending.name
       pending = undefined
       qualifying = false
-      if (collection !== undefined && operation !== undefined) break
+      // A WITH that reads first may write later: read on until its end, the write would name it.
+      if (collection !== undefined && operation !== undefined && !(withClause && operation === 'SELECT')) break
     }
     if (punctuation === '(') {
       queryAt[++depth] = false
@@ -87,6 +90,11 @@ export function describeStatement (sql: string): { operation: string | undefined
     if (operation === undefined) {
       if (previous === '' && keyword === 'WITH') withClause = true
       else if (!withClause || DML.has(keyword)) operation = keyword
+    } else if (withClause && operation === 'SELECT' && WRITES.has(keyword) && !(keyword === 'UPDATE' && (previous === 'FOR' || previous === 'KEY' || previous === 'DO'))) {
+      // A statement that writes is named by its write (a data-modifying CTE after one that reads), and its table.
+      operation = keyword
+      collection = undefined
+      expecting = undefined
     }
     if (keyword === 'SELECT' || keyword === 'DELETE') queryAt[depth] = true
     if (collection === undefined && BEFORE_TABLE.has(keyword)) {

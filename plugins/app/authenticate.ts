@@ -9,12 +9,12 @@
 // writes its part of the answer (answerSignIn: the token, or the second factor's challenge,
 // which sets no cookie), and clears the cookie at sign-out.
 import fp from 'fastify-plugin'
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
-import { holdsScopes, readCredential, sessionTokenReader, type CredentialReader, type Principal } from '../../accounts/credentials.js'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler, onSendHookHandler } from 'fastify'
+import { checkTokenHolder, holdsScopes, readCredential, sessionTokenReader, type CredentialReader, type Principal, type VerifiedTokenClaims } from '../../accounts/credentials.js'
 import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import type { UserRow } from '../../db/types.js'
-import { toUser } from '../../db/users.js'
+import { toTokenHolder, toUser, type TokenAsk, type WithHolder } from '../../db/users.js'
 import type { User } from '../../schemas/users.js'
 import type { VerifiedClaims } from '../external/jwt.js'
 import { allowedOrigins } from '../../config.js'
@@ -44,10 +44,31 @@ declare module 'fastify' {
      * others answer it 403 API_KEY_NOT_ALLOWED.
      */
     scopes?: string[]
+    /**
+     * The route's statement reads the session token's holder itself (db/users.ts, tokenHolder),
+     * saving the token check's own round trip: its handler runs its work through
+     * request.authenticatedBy. Only for a session token; an API key, or a request with an
+     * Idempotency-Key (whose record is looked up for the user before the route runs), is
+     * checked by the hook as on every route. Never with `stepUp`.
+     */
+    tokenInStatement?: boolean
   }
   interface FastifyRequest {
     /** Who asks, once authenticated: the user, the session behind the credential, its scopes. */
     principal: Principal
+    /**
+     * The id of the user who asks: the authenticated user's, or on a `tokenInStatement` route
+     * before its statement has checked the token, the id its verified signature names (for
+     * lining up its requests, plugins/app/user-turns.ts; never for reading its data).
+     */
+    readonly userId: string
+    /**
+     * Runs the route's work. On a `tokenInStatement` route whose token the hook left to it:
+     * `withToken`, a statement that also reads the token's holder, whose row is then checked as
+     * the hook would have (accounts/credentials.ts, checkTokenHolder: 401 when it does not hold),
+     * setting the principal. Otherwise `alone`, for the authenticated user.
+     */
+    authenticatedBy: <T>(withToken: (token: TokenAsk) => Promise<WithHolder<T> | undefined>, alone: (userId: string) => Promise<T>) => Promise<T>
   }
   interface FastifyInstance {
     authenticate: onRequestHookHandler
@@ -75,6 +96,9 @@ function presentedCredential (request: FastifyRequest): { credential: string, fr
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
+/** A `tokenInStatement` request's verified claims, until its statement has checked the token. */
+const kTokenClaims = Symbol('token claims for the statement')
+type WithClaims = FastifyRequest & { [kTokenClaims]: VerifiedTokenClaims | null }
 const PURGE_INTERVAL_MS = 10 * 60_000
 
 export default fp(async function authenticate (fastify) {
@@ -91,6 +115,25 @@ export default fp(async function authenticate (fastify) {
 
   fastify.decorateRequest('user', null as unknown as UserRow)
   fastify.decorateRequest('principal', null as unknown as Principal)
+  fastify.decorateRequest(kTokenClaims, null)
+  fastify.decorateRequest('userId', {
+    getter (this: FastifyRequest) { return this.user === null ? (this as WithClaims)[kTokenClaims]!.sub : this.user.id }
+  })
+  fastify.decorateRequest('authenticatedBy', async function authenticatedBy<T> (
+    this: FastifyRequest,
+    withToken: (token: TokenAsk) => Promise<WithHolder<T> | undefined>,
+    alone: (userId: string) => Promise<T>
+  ): Promise<T> {
+    const request = this as WithClaims
+    const claims = request[kTokenClaims]
+    if (claims === null) return alone(request.user.id)
+    const found = await withToken({ userId: claims.sub, jti: claims.jti, iat: claims.iat })
+    const principal = await checkTokenHolder(fastify.db, claims, toTokenHolder(found?.holder))
+    request[kTokenClaims] = null
+    request.principal = principal
+    request.user = principal.user
+    return found!.result
+  })
 
   const origins = new Set(allowedOrigins(fastify.config))
   // A browser sends the cookie along with requests other sites trigger; a header token it never sends
@@ -104,11 +147,17 @@ export default fp(async function authenticate (fastify) {
   // One hook per route, knowing the scopes it names. A credential that is no session (an API
   // key) reaches only the routes that name scopes (403 API_KEY_NOT_ALLOWED elsewhere: the
   // account, sign-in and billing routes), and only with those scopes (403 INSUFFICIENT_SCOPE).
-  const authenticateFor = (scopes: readonly string[] | undefined): onRequestHookHandler => async function authenticate (request: FastifyRequest) {
+  const authenticateFor = (scopes: readonly string[] | undefined, inStatement = false): onRequestHookHandler => async function authenticate (request: FastifyRequest) {
     const presented = presentedCredential(request)
     if (presented === undefined) throw new UnauthorizedError()
     const fromCookie = presented.from === 'cookie'
     if (fromCookie && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
+    // A session token (a session holds every scope), left to the route's statement: its
+    // signature and times are checked here, its holder by request.authenticatedBy.
+    if (inStatement && (fromCookie || !fastify.apiKeyReader.takes(presented.credential)) && request.headers['idempotency-key'] === undefined) {
+      (request as WithClaims)[kTokenClaims] = sessionReader.claims(presented.credential)
+      return
+    }
     const principal = await readCredential(fromCookie ? cookieReaders : headerReaders, presented.credential, () => clientOf(request))
     if (scopes === undefined) {
       if (principal.session === null) throw new ApiKeyNotAllowedError()
@@ -139,17 +188,32 @@ export default fp(async function authenticate (fastify) {
     await fastify.stepUp.assertFresh(request.principal)
   }
 
+  // Fails closed: a `tokenInStatement` route that answered without running its work through
+  // request.authenticatedBy answers 500, never its data unchecked.
+  const checkedByStatement: onSendHookHandler = function checkedByStatement (request, reply, payload, done) {
+    if ((request as WithClaims)[kTokenClaims] !== null && reply.statusCode < 400) {
+      done(new Error(`${request.method} ${request.routeOptions.url ?? ''} answered without checking its token (request.authenticatedBy)`))
+      return
+    }
+    done(null, payload)
+  }
+
   fastify.addHook('onRoute', (route) => {
-    const { public: isPublic, stepUp, scopes } = route.config ?? {}
+    const { public: isPublic, stepUp, scopes, tokenInStatement } = route.config ?? {}
     if (isPublic === true) {
-      if (stepUp === true || scopes !== undefined) throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for a step-up or scopes`)
+      if (stepUp === true || scopes !== undefined || tokenInStatement !== undefined) {
+        throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for a step-up, scopes or a token check in its statement`)
+      }
       if (route.schema !== undefined) route.schema.security = []
       return
     }
+    if (tokenInStatement === true && stepUp === true) throw new Error(`${String(route.method)} ${route.url}: a step-up is checked before the route runs, not in its statement`)
     // After the route's other onRequest hooks, the global rate limit's among them (its onRoute
     // hook ran first): a request over the limit is refused before its token costs a query.
     const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
-    route.onRequest = [...existing, scopes === undefined ? fastify.authenticate : authenticateFor(scopes), ...(stepUp === true ? [requireStepUp] : [])]
+    const check = tokenInStatement === true ? authenticateFor(scopes, true) : scopes === undefined ? fastify.authenticate : authenticateFor(scopes)
+    route.onRequest = [...existing, check, ...(stepUp === true ? [requireStepUp] : [])]
+    if (tokenInStatement === true) route.onSend = [...(route.onSend === undefined ? [] : [route.onSend].flat()), checkedByStatement]
     // The document says what the hooks enforce, so it cannot drift from them.
     if (route.schema !== undefined) {
       // An API key's scheme lists the scopes a key needs here (OpenAPI 3.1 allows them on any scheme).

@@ -65,7 +65,7 @@ export default fp(async function userTurns (fastify) {
       const measure = (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (err: null, payload: unknown) => void) => {
         const size = typeof payload === 'string' || Buffer.isBuffer(payload) ? payload.length : 0
         if (size > linedAfter && request.user !== undefined && request.user !== null) {
-          const userId = String(request.user.id)
+          const userId = request.user.id
           heavy.delete(userId)
           heavy.set(userId, Date.now())
           if (heavy.size > MOST_HEAVY_USERS) heavy.delete(heavy.keys().next().value!)
@@ -84,7 +84,8 @@ export default fp(async function userTurns (fastify) {
     const takeTurn: preHandlerHookHandler = function (request: FastifyRequest, reply: FastifyReply, done) {
       // A client already gone gets no turn: nothing would give it back.
       if (reply.raw.closed) return done()
-      const userId = String(request.user.id)
+      // Before a `tokenInStatement` route's statement has checked the token, the id its verified signature names.
+      const userId = request.userId
       if (!isLined(userId)) return done()
       let line = lines.get(userId)
       if (line === undefined) lines.set(userId, line = { running: 0, waiting: [] })

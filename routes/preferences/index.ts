@@ -3,7 +3,7 @@
 // client's vocabulary: either name of the default task status, "enabled"/"disabled" or
 // booleans for the notification settings.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { readPreferences, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
+import { readPreferences, readPreferencesForToken, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
 import { ref } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { PreferencesResponse, UpdatePreferencesBody } from '../../schemas/preferences.js'
@@ -55,14 +55,18 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
 
   // What an API key needs here (a session holds every scope): docs/api-keys.md.
   fastify.get('', {
-    config: { scopes: ['preferences:read'] },
+    // The statement checks the token too (one round trip).
+    config: { scopes: ['preferences:read'], tokenInStatement: true },
     schema: {
       tags: ['preferences'],
       operationId: 'getPreferences',
       summary: 'The caller\'s preferences (created with defaults on first read)',
       response: { 200: ref(PreferencesResponse) }
     }
-  }, async (request) => ({ success: true as const, data: await readPreferences(db, request.user.id) }))
+  }, async (request) => ({
+    success: true as const,
+    data: await request.authenticatedBy((token) => readPreferencesForToken(db, token), (userId) => readPreferences(db, userId))
+  }))
 
   const update = {
     schema: {

@@ -21,12 +21,13 @@ t.test('GET /tasks runs prepared statements, also after a migration adds columns
   const before = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
   t.equal(before.statusCode, 200)
   t.same(json(before).data.map((task: { title: string }) => task.title), ['two', 'one'])
-  // On a server of its own the page comes rendered as JSON (tasks_page_json: routes/tasks/index.ts).
-  t.same(await prepared(app.db), ['tasks_create', 'tasks_page_json', 'user_for_token'], 'the create, the page and the token check are prepared')
+  // On a server of its own the page comes rendered as JSON, and its statement checks the token
+  // too (tasks_page_json_for_token: routes/tasks/index.ts), as the create's does.
+  t.same(await prepared(app.db), ['tasks_create_for_token', 'tasks_page_json_for_token'], 'the create and the page, each with the token check, are prepared')
   const filteredPast = await app.inject({ method: 'GET', url: '/tasks?status=todo&offset=5', headers: user.auth })
   t.same(json(filteredPast).data, [])
   t.equal(filteredPast.headers['x-total-count'], '2', 'a page past the end still carries the counts: the one statement always answers a row')
-  t.same(await prepared(app.db), ['tasks_create', 'tasks_page_json', 'tasks_page_json_by_status', 'user_for_token'])
+  t.same(await prepared(app.db), ['tasks_create_for_token', 'tasks_page_json_by_status_for_token', 'tasks_page_json_for_token'])
 
   // What a newer instance's migration might do while this one serves.
   await sql`alter table tasks add column later_column text`.execute(app.db)

@@ -48,7 +48,7 @@ t.test('the hot queries run as named statements in the embedded session too; a f
   const list = await app.inject({ method: 'GET', url: '/tasks', headers: user.auth })
   t.same(list.json().data.map((task: { title: string, dueDate: string }) => [task.title, task.dueDate]),
     [['two', '2026-12-01T09:00:00.000Z'], ['one', '2026-12-01T09:00:00.000Z']], 'parameters and results round-trip through the named statements')
-  t.same(await prepared(), ['tasks_create', 'tasks_page', 'user_for_token'], 'the create, the page and the token check are prepared')
+  t.same(await prepared(), ['tasks_create_for_token', 'tasks_page', 'user_for_token'], 'the create (with the token check), the page and the token check are prepared')
 
   // A named statement that fails (no such owner) answers its error and the session goes on.
   await t.rejects(createTaskStatement.run(app.db, { userId: 'nobody', title: 'x', description: null, status: 'todo', dueDate: null }), { code: '23503' })
