@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import proxyAddr from '@fastify/proxy-addr'
-import { envSchema } from 'env-schema'
+import { Ajv, type ValidateFunction } from 'ajv'
 import { Type, type Static, type TObject, type TSchema } from 'typebox'
 
 const TRUST_PROXY_FORMS = 'must be false, the number of proxies in front of the service (1 behind one load balancer), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8)'
@@ -253,6 +253,31 @@ function describe (error: AjvLikeError): string {
   return `${name} ${property?.errorMessage ?? error.message ?? 'is invalid'}`
 }
 
+let compiledConfigValidator: ValidateFunction | undefined
+
+/**
+ * ConfigSchema's validator, compiled once per process (start-up, issue 34: env-schema, which
+ * this replaces, made two ajv instances as it loaded and compiled the schema again on every
+ * call, ~40 ms of a start). Its options are env-schema's: coerce the text of a variable to the
+ * schema's type, fill in defaults, drop unknown variables, report every error. The schema is
+ * ours (the config tests hold every setting), so ajv does not first check it against its
+ * meta-schema, which would compile that too.
+ */
+function configValidator (): ValidateFunction {
+  compiledConfigValidator ??= new Ajv({
+    allErrors: true,
+    removeAdditional: true,
+    useDefaults: true,
+    coerceTypes: true,
+    allowUnionTypes: true,
+    addUsedSchema: false,
+    validateSchema: false,
+    // Our own keyword: the message describe() gives for a setting (setting()'s errorMessage).
+    keywords: ['errorMessage']
+  }).compile({ ...ConfigSchema, additionalProperties: false })
+  return compiledConfigValidator
+}
+
 /**
  * Validates `env` (process.env by default, and only it: a caller's `env` is all that is read)
  * and returns the typed configuration. Throws ConfigError with one readable line naming the
@@ -261,14 +286,12 @@ function describe (error: AjvLikeError): string {
 export function loadConfig (env: Record<string, string | undefined> = process.env): AppConfig {
   // Empty strings mean "unset": `FOO= npm start`, or compose's `${FOO:-}`, is not a validation error.
   const data = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''))
-  let raw: Record<string, unknown>
-  try {
-    // env: false, or env-schema reads process.env again underneath `data`, empty strings and all.
-    raw = envSchema<Record<string, unknown>>({ schema: ConfigSchema, data, env: false, dotenv: false, ajv: { customOptions: (ajv) => ajv.addKeyword('errorMessage') } })
-  } catch (err) {
-    const errors = (err as { errors?: AjvLikeError[] }).errors
-    const first = errors?.[0]
-    throw new ConfigError(`Invalid configuration: ${first ? describe(first) : (err as Error).message}`)
+  // Coerced to the schema's types, its defaults filled in, unknown variables dropped.
+  const raw: Record<string, unknown> = { ...data }
+  const validate = configValidator()
+  if (!validate(raw)) {
+    const first = validate.errors?.[0]
+    throw new ConfigError(`Invalid configuration: ${first === undefined ? 'is invalid' : describe(first)}`)
   }
   const { root, ...groups } = Object.fromEntries(Object.entries(SETTINGS).map(([name, group]) =>
     [name, Object.fromEntries(Object.entries(group as Record<string, Setting>).map(([key, { env: variable }]) => [key, raw[variable]]))])) as Loaded & { root: Group<Groups['root']> }

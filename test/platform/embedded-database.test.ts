@@ -15,8 +15,8 @@ import { migrateToLatest, schemaIsCurrent } from '../../db/engine/migrate.js'
 import { databaseThreadOf } from '../support/database-thread.js'
 import { build, embeddedDatabaseEnv, registerUser, testConfig } from '../support/helper.js'
 
-// loadConfig reads process.env beneath what it is given (env-schema), so a DATABASE_URL in the
-// environment is taken out of the loaded configuration (not out of process.env, which the
+// The suite's configuration follows DATABASE_URL (test/support/helper.ts), so a DATABASE_URL in
+// the environment is taken out of the loaded configuration (not out of process.env, which the
 // other files of the suite's process read).
 const embeddedApp = async (t: Test) => {
   const config = await testConfig(t, {}, embeddedDatabaseEnv)
