@@ -2,8 +2,15 @@
 // ours: openid-client (the certified relying party) does discovery, PKCE, the code exchange and
 // the ID token's checks; nothing of its types leaves this file, and every failure becomes an
 // IdentityProviderError saying which of three things went wrong.
-import { createHash, timingSafeEqual } from 'node:crypto'
-import * as oidc from 'openid-client'
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import type * as OpenIdClient from 'openid-client'
+
+/**
+ * openid-client, loaded by the first discovery (start-up, issue 34: most instances have no
+ * provider, and it is ~16 ms of modules). Every use below comes after `await configuration()`.
+ */
+let oidc: typeof OpenIdClient
+const loadOpenIdClient = async (): Promise<typeof OpenIdClient> => (oidc ??= await import('openid-client'))
 
 export interface ProviderSettings {
   /** Ours: the path segment and configuration name (`google`). */
@@ -66,8 +73,11 @@ const SCOPE = 'openid email profile'
 const DEFAULT_TIMEOUT_MS = 5000
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost'])
 
+/** 32 random bytes, base64url: openid-client's randomState, randomNonce and randomPKCECodeVerifier. */
+const random32 = () => randomBytes(32).toString('base64url')
+
 export function randomFlowSecrets (): FlowSecrets {
-  return { state: oidc.randomState(), nonce: oidc.randomNonce(), codeVerifier: oidc.randomPKCECodeVerifier() }
+  return { state: random32(), nonce: random32(), codeVerifier: random32() }
 }
 
 /**
@@ -85,17 +95,17 @@ export function openIdProvider (settings: ProviderSettings, options: { timeoutMs
   const insecure = issuer.protocol === 'http:'
   const fail = (reason: IdentityProviderFailure, message: string) => new IdentityProviderError(id, reason, message)
 
-  let discovered: Promise<oidc.Configuration> | undefined
-  function configuration (): Promise<oidc.Configuration> {
-    discovered ??= oidc.discovery(issuer, clientId, clientSecret, oidc.ClientSecretBasic(clientSecret), {
+  let discovered: Promise<OpenIdClient.Configuration> | undefined
+  function configuration (): Promise<OpenIdClient.Configuration> {
+    discovered ??= loadOpenIdClient().then((client) => client.discovery(issuer, clientId, clientSecret, client.ClientSecretBasic(clientSecret), {
       timeout: timeoutMs / 1000,
       execute: [
         // openid-client does not check the signature of an ID token that came straight from the
         // token endpoint over TLS unless asked: we ask, so that the JWKS signs every identity.
-        oidc.enableNonRepudiationChecks,
-        ...(insecure ? [oidc.allowInsecureRequests] : [])
+        client.enableNonRepudiationChecks,
+        ...(insecure ? [client.allowInsecureRequests] : [])
       ]
-    }).catch((error: unknown) => {
+    })).catch((error: unknown) => {
       discovered = undefined
       throw fail('unavailable', `discovery failed (${describe(error)})`)
     })
@@ -146,7 +156,7 @@ export function openIdProvider (settings: ProviderSettings, options: { timeoutMs
 
       const current = new URL(redirectUri)
       current.search = callbackUrl.search
-      let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>
+      let tokens: Awaited<ReturnType<typeof OpenIdClient.authorizationCodeGrant>>
       try {
         tokens = await oidc.authorizationCodeGrant(config, current, {
           expectedState: state,
@@ -167,7 +177,7 @@ export function openIdProvider (settings: ProviderSettings, options: { timeoutMs
       // access token, which a code flow does). Asked only then, with the access token just
       // received over TLS from the token endpoint; openid-client checks its `sub` is the ID token's.
       if (email === null && server.userinfo_endpoint !== undefined) {
-        let info: Awaited<ReturnType<typeof oidc.fetchUserInfo>>
+        let info: Awaited<ReturnType<typeof OpenIdClient.fetchUserInfo>>
         try {
           info = await oidc.fetchUserInfo(config, tokens.access_token, claims.sub)
         } catch (error) {
