@@ -78,10 +78,10 @@ document.body.dataset.ready = 'yes'
 }
 
 /** A page that answers every GET, on a port of its own: APP_URL's, or another origin's. */
-async function serve (t: Test, html: string): Promise<string> {
+async function serve (t: Test, html: () => string): Promise<string> {
   const server = createServer((req, res) => {
     if (req.method !== 'GET' || req.url === '/favicon.ico') return res.writeHead(req.method === 'GET' ? 204 : 405).end()
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(html)
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' }).end(html())
   })
   server.listen(0, 'localhost')
   await once(server, 'listening')
@@ -108,10 +108,13 @@ async function virtualAuthenticator (cdp: CDPSession): Promise<string> {
 }
 
 t.test('passkeys in Chromium: register, sign in past TOTP, presence only as a second factor, attacks refused, removal', async (t) => {
+  // The pages listen first and read the API's address when served: a port chosen before them
+  // could be handed to one of them (EADDRINUSE at the API's listen, seen once in a full run).
+  let api = ''
+  const appOrigin = await serve(t, () => webClientPage(api))
+  const otherOrigin = await serve(t, () => webClientPage(api))
   const apiPort = await freePort()
-  const api = `http://localhost:${apiPort}`
-  const appOrigin = await serve(t, webClientPage(api))
-  const otherOrigin = await serve(t, webClientPage(api))
+  api = `http://localhost:${apiPort}`
   const server = await build(t, { API_URL: api, APP_URL: appOrigin })
   await server.listen({ port: apiPort, host: 'localhost' })
 
