@@ -1,21 +1,11 @@
 // Sessions users can see and end, "sign out everywhere else", and the security-events feed
 // (docs/sessions.md): what the owner sees, which tokens stop working, on every instance.
-import { createHmac, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { build, json, registerUser, serverDatabase, sharedApp, TEST_SECRET, testConfig, uniqueEmail } from '../support/helper.js'
+import { build, externalToken, json, registerUser, serverDatabase, sharedApp, testConfig, uniqueEmail } from '../support/helper.js'
 
 const app = await sharedApp()
-
-const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
-
-/** A token signed elsewhere with only the documented claims (docs/api.md, "Tokens"). */
-function externalToken (user: { id: string, email: string }, iat = Math.floor(Date.now() / 1000)): string {
-  const input = `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({
-    sub: user.id, email: user.email, iss: app.config.http.appUrl, aud: app.config.http.apiUrl, iat, exp: iat + 3600, jti: randomUUID()
-  })}`
-  return `${input}.${createHmac('sha256', TEST_SECRET).update(input).digest('base64url')}`
-}
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const me = (on: FastifyInstance, token: string) => on.inject({ method: 'GET', url: '/auth/me', headers: bearer(token) })
@@ -89,7 +79,7 @@ t.test('sign out everywhere else: every other session and every token signed els
   const user = await registerUser(app)
   const laptop = await logIn(app, user, { address: '198.51.100.10', agent: 'Laptop' })
   const phone = await logIn(app, user, { address: '198.51.100.11', agent: 'Phone' })
-  const elsewhere = externalToken(user)
+  const elsewhere = externalToken(app, user)
   t.equal((await me(app, elsewhere)).statusCode, 200, 'a token with only the documented claims works')
 
   const res = await app.inject({ method: 'POST', url: '/auth/logout-others', headers: { ...bearer(phone), 'content-type': 'application/json' }, payload: '' })
@@ -101,15 +91,15 @@ t.test('sign out everywhere else: every other session and every token signed els
   t.equal((await me(app, elsewhere)).statusCode, 401, 'the token signed elsewhere ended too')
   t.same((await sessionsOf(app, phone)).map((s) => s.id), [jtiOf(phone)])
 
-  const later = externalToken(user, Math.floor(Date.now() / 1000) + 2)
+  const later = externalToken(app, user, Math.floor(Date.now() / 1000) + 2)
   t.equal((await me(app, later)).statusCode, 200, 'a token signed elsewhere afterwards works')
 })
 
 t.test('a token whose iat is in the future is refused: a fast clock cannot outlive "everywhere else"', async (t) => {
   const user = await registerUser(app)
   const now = Math.floor(Date.now() / 1000)
-  t.equal((await me(app, externalToken(user, now + 3))).statusCode, 200, 'a few seconds of skew are allowed')
-  const ahead = externalToken(user, now + 60)
+  t.equal((await me(app, externalToken(app, user, now + 3))).statusCode, 200, 'a few seconds of skew are allowed')
+  const ahead = externalToken(app, user, now + 60)
   t.equal((await me(app, ahead)).statusCode, 401, 'a minute ahead is not')
   await app.inject({ method: 'POST', url: '/auth/logout-others', headers: bearer(user.token) })
   t.equal((await me(app, ahead)).statusCode, 401, 'nor after "everywhere else", which its iat would pass')
@@ -117,7 +107,7 @@ t.test('a token whose iat is in the future is refused: a fast clock cannot outli
 
 t.test('sign out everywhere else from a token signed elsewhere: it becomes an external session and stays', async (t) => {
   const user = await registerUser(app)
-  const elsewhere = externalToken(user)
+  const elsewhere = externalToken(app, user)
   const res = await app.inject({ method: 'POST', url: '/auth/logout-others', headers: bearer(elsewhere) })
   t.same(json(res), { success: true, data: { ended: 1 } })
   t.equal((await me(app, elsewhere)).statusCode, 200)

@@ -4,26 +4,16 @@
 // every other route gives, and a refused POST /tasks stores nothing (its statement writes only
 // for a token that holds: db/users.ts, tokenHolds). A token that holds is served, a session's
 // and a sessionless one's alike, so the check in SQL is no stricter either.
-import { createHmac, randomUUID } from 'node:crypto'
+import { randomUUID } from 'node:crypto'
 import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import Fastify from 'fastify'
 import serviceApp from '../../app.js'
 import { serverOptions } from '../../server-options.js'
-import { json, registerUser, sharedApp, TEST_SECRET, testConfig, type TestUser } from '../support/helper.js'
+import { externalToken, json, registerUser, sharedApp, testConfig, type TestUser } from '../support/helper.js'
 
 const app = await sharedApp()
-
-const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
-
-/** A token signed elsewhere with only the documented claims: no session row. */
-function externalToken (user: { id: string, email: string }, iat = Math.floor(Date.now() / 1000)): string {
-  const input = `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({
-    sub: user.id, email: user.email, iss: app.config.http.appUrl, aud: app.config.http.apiUrl, iat, exp: iat + 3600, jti: randomUUID()
-  })}`
-  return `${input}.${createHmac('sha256', TEST_SECRET).update(input).digest('base64url')}`
-}
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const jtiOf = (token: string) => JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).jti as string
@@ -90,11 +80,11 @@ t.test('a password changed since the token was signed: 401', async (t) => {
 
 t.test('a token signed elsewhere (no session) holds until "sign out everywhere else"', async (t) => {
   const user = await registerUser(app)
-  const elsewhere = externalToken(user)
+  const elsewhere = externalToken(app, user)
   await allAnswer(t, user.id, bearer(elsewhere), 200, 'a token signed elsewhere')
   t.equal((await app.inject({ method: 'POST', url: '/auth/logout-others', headers: user.auth })).statusCode, 200)
   await allAnswer(t, user.id, bearer(elsewhere), 401, 'a token signed elsewhere before "everywhere else"')
-  await allAnswer(t, user.id, bearer(externalToken(user, Math.floor(Date.now() / 1000) + 2)), 200, 'one signed elsewhere after it')
+  await allAnswer(t, user.id, bearer(externalToken(app, user, Math.floor(Date.now() / 1000) + 2)), 200, 'one signed elsewhere after it')
 })
 
 t.test('a deleted user\'s token, a forged one and a revoked one with an Idempotency-Key: 401', async (t) => {

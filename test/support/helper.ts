@@ -1,7 +1,7 @@
 // Builds the real app for a test, with the same server options as server.ts and
 // a database of its own: a copy of the migrated PGlite template, or a fresh database
 // on the PostgreSQL server named by DATABASE_URL.
-import { randomInt, randomUUID } from 'node:crypto'
+import { createHmac, randomInt, randomUUID } from 'node:crypto'
 import { execFile } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
@@ -185,3 +185,13 @@ export async function registerUser (app: FastifyInstance, overrides: { email?: s
 }
 
 export const json = (res: LightMyRequestResponse) => res.json() as Record<string, any>
+
+const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
+
+/** A token signed elsewhere with only the documented claims (docs/api.md, "Tokens"), for `app`'s issuer and audience: no session row. */
+export function externalToken (app: FastifyInstance, user: { id: string, email: string }, iat = Math.floor(Date.now() / 1000)): string {
+  const input = `${b64url({ alg: 'HS256', typ: 'JWT' })}.${b64url({
+    sub: user.id, email: user.email, iss: app.config.http.appUrl, aud: app.config.http.apiUrl, iat, exp: iat + 3600, jti: randomUUID()
+  })}`
+  return `${input}.${createHmac('sha256', TEST_SECRET).update(input).digest('base64url')}`
+}
