@@ -129,18 +129,19 @@ export function toTokenHolder (row: TokenHolderRow | undefined): TokenHolder | u
   if (row === undefined) return undefined
   const {
     session_id: sessionId, session_ended_at: endedAt, session_last_seen_at: lastSeenAt, session_method: method, session_methods: methods,
-    session_verified_at: verifiedAt, other_tokens_ended_at: othersEndedAt, ...rest
+    session_verified_at: verifiedAt, other_tokens_ended_at: othersEndedAt
   } = row
+  // Named, not the rest of the row: a route's statement returns its own columns beside these.
   const user: UserRow = {
-    id: rest.id,
-    name: rest.name,
-    email: rest.email,
-    password: rest.password,
-    image: rest.image,
-    email_verified: rest.email_verified,
-    password_changed_at: rest.password_changed_at,
-    created_at: rest.created_at,
-    updated_at: rest.updated_at
+    id: row.id,
+    name: row.name,
+    email: row.email,
+    password: row.password,
+    image: row.image,
+    email_verified: row.email_verified,
+    password_changed_at: row.password_changed_at,
+    created_at: row.created_at,
+    updated_at: row.updated_at
   }
   return {
     user,

@@ -147,9 +147,9 @@ const NO_QUERY = { type: 'object', properties: {}, additionalProperties: false }
 function withoutProperties (schema: unknown): ValidateFunction | undefined {
   if (!isNode(schema) || schema.type !== 'object') return undefined
   const { type, properties, additionalProperties, required, ...rest } = schema
-  const none = (value: unknown, empty: (v: unknown) => boolean) => value === undefined || empty(value)
-  if (Object.keys(rest).length > 0 || !none(properties, (v) => isNode(v) && Object.keys(v).length === 0) ||
-    !none(required, (v) => Array.isArray(v) && v.length === 0)) return undefined
+  const noProperties = properties === undefined || (isNode(properties) && Object.keys(properties).length === 0)
+  const noneRequired = required === undefined || (Array.isArray(required) && required.length === 0)
+  if (Object.keys(rest).length > 0 || !noProperties || !noneRequired) return undefined
   if (additionalProperties === false) return noQueryParameters as unknown as ValidateFunction
   if (additionalProperties === true) return anyQueryParameters as unknown as ValidateFunction
   return undefined

@@ -87,10 +87,12 @@ export function describeStatement (sql: string): { operation: string | undefined
       continue
     }
     if (keyword === undefined) continue
+    // FOR UPDATE, FOR NO KEY UPDATE (row locks), ON CONFLICT DO UPDATE: no write of its own, no table follows.
+    const updateOfRows = keyword === 'UPDATE' && (previous === 'FOR' || previous === 'KEY' || previous === 'DO')
     if (operation === undefined) {
       if (previous === '' && keyword === 'WITH') withClause = true
       else if (!withClause || DML.has(keyword)) operation = keyword
-    } else if (withClause && operation === 'SELECT' && WRITES.has(keyword) && !(keyword === 'UPDATE' && (previous === 'FOR' || previous === 'KEY' || previous === 'DO'))) {
+    } else if (withClause && operation === 'SELECT' && WRITES.has(keyword) && !updateOfRows) {
       // A statement that writes is named by its write (a data-modifying CTE after one that reads), and its table.
       operation = keyword
       collection = undefined
@@ -99,8 +101,6 @@ export function describeStatement (sql: string): { operation: string | undefined
     if (keyword === 'SELECT' || keyword === 'DELETE') queryAt[depth] = true
     if (collection === undefined && BEFORE_TABLE.has(keyword)) {
       const fromOfQuery = keyword !== 'FROM' || (queryAt[depth] === true && previous !== 'DISTINCT')
-      // FOR UPDATE, FOR NO KEY UPDATE (row locks), ON CONFLICT DO UPDATE: no table follows.
-      const updateOfRows = keyword === 'UPDATE' && (previous === 'FOR' || previous === 'KEY' || previous === 'DO')
       if (fromOfQuery && !updateOfRows) expecting = keyword
     }
     previous = keyword

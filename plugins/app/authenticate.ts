@@ -152,13 +152,15 @@ export default fp(async function authenticate (fastify) {
     if (presented === undefined) throw new UnauthorizedError()
     const fromCookie = presented.from === 'cookie'
     if (fromCookie && !SAFE_METHODS.has(request.method) && isCrossSite(request)) throw new ForbiddenError()
-    // A session token (a session holds every scope), left to the route's statement: its
-    // signature and times are checked here, its holder by request.authenticatedBy.
-    if (inStatement && (fromCookie || !fastify.apiKeyReader.takes(presented.credential)) && request.headers['idempotency-key'] === undefined) {
+    const readers = fromCookie ? cookieReaders : headerReaders
+    // A session token (the session reader's, the first to take it; a session holds every
+    // scope), left to the route's statement: its signature and times are checked here, its
+    // holder by request.authenticatedBy.
+    if (inStatement && request.headers['idempotency-key'] === undefined && readers.find((reader) => reader.takes(presented.credential)) === sessionReader) {
       (request as WithClaims)[kTokenClaims] = sessionReader.claims(presented.credential)
       return
     }
-    const principal = await readCredential(fromCookie ? cookieReaders : headerReaders, presented.credential, () => clientOf(request))
+    const principal = await readCredential(readers, presented.credential, () => clientOf(request))
     if (scopes === undefined) {
       if (principal.session === null) throw new ApiKeyNotAllowedError()
     } else if (!holdsScopes(principal, scopes)) {
