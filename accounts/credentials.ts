@@ -11,6 +11,7 @@ import { touchSession } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
 import { earliestTokenIat, findUserForToken, type TokenHolder } from '../db/users.js'
 import { UnauthorizedError } from '../errors.js'
+import type { HolderCache } from './holder-cache.js'
 import type { PresentedToken } from './sessions.js'
 
 export interface Principal {
@@ -50,6 +51,8 @@ export interface SessionTokenReaderDependencies {
   db: Kysely<Database>
   /** The token's claims when it verifies (the jwt plugin's verifier); throws otherwise. */
   verify: (token: string) => VerifiedTokenClaims
+  /** The holders the embedded database's process keeps (accounts/holder-cache.ts); none on a PostgreSQL server. */
+  holders?: HolderCache
 }
 
 /** A session's "last seen" is written at most once a minute. */
@@ -103,9 +106,10 @@ export interface SessionTokenReader extends CredentialReader {
 /**
  * The session token (ours, or one signed elsewhere with the documented claims): the user and
  * the token's session in one query (db/users.ts, userForToken), the step-up's facts included,
- * so reading it costs what the token check always cost. Takes every credential: keep it last.
+ * so reading it costs what the token check always cost; none while `holders` keeps them.
+ * Takes every credential: keep it last.
  */
-export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependencies): SessionTokenReader {
+export function sessionTokenReader ({ db, verify, holders }: SessionTokenReaderDependencies): SessionTokenReader {
   const claimsOf = (token: string): VerifiedTokenClaims => {
     let claims: VerifiedTokenClaims
     try {
@@ -121,7 +125,14 @@ export function sessionTokenReader ({ db, verify }: SessionTokenReaderDependenci
     claims: claimsOf,
     async read (token) {
       const claims = claimsOf(token)
-      return checkTokenHolder(db, claims, await findUserForToken(db, claims.sub, claims.jti))
+      if (holders === undefined) return checkTokenHolder(db, claims, await findUserForToken(db, claims.sub, claims.jti))
+      let holder = holders.get(claims.sub, claims.jti)
+      if (holder === undefined) {
+        const ticket = holders.ticket()
+        holder = await findUserForToken(db, claims.sub, claims.jti)
+        holders.keep(ticket, claims.sub, claims.jti, holder)
+      }
+      return checkTokenHolder(db, claims, holder)
     }
   }
 }

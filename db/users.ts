@@ -150,6 +150,17 @@ export function toTokenHolder (row: TokenHolderRow | undefined): TokenHolder | u
   }
 }
 
+/**
+ * The channel of the notices a change to a token holder's rows sends, its payload the user's id
+ * (db/migrations/2026-11-29T00-00-00_token-holder-notices.ts), where the session turned them on.
+ */
+export const TOKEN_HOLDER_CHANNEL = 'token_holder_changed'
+
+/** Turns those notices on for this database session (the embedded database's one: accounts/holder-cache.ts). */
+export async function sendTokenHolderNotices (db: Kysely<Database>): Promise<void> {
+  await sql`set app.token_holder_notices = 'on'`.execute(db)
+}
+
 export async function findUserForToken (db: Kysely<Database>, userId: string, jti: string): Promise<TokenHolder | undefined> {
   const [row] = await userForToken.run(db, { userId, jti })
   return toTokenHolder(row)

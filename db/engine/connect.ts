@@ -5,7 +5,7 @@
 import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { TracerProvider } from '@opentelemetry/api'
-import { Kysely, PostgresDialect } from 'kysely'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import { MigrationLockAdapter } from './migrate.js'
 import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
@@ -80,6 +80,12 @@ export interface DatabaseHandle<DB> {
    * to check on the embedded database.
    */
   checkSessions: () => Promise<void>
+  /**
+   * The embedded database only (its one session; a pool has none to listen on): LISTEN on
+   * `channel`, and hear each notification on it once the change that sent it has committed,
+   * before the answer to the query that committed it. Resolves once the session listens.
+   */
+  listen?: (channel: string, listener: (payload: string) => void) => Promise<void>
   close: () => Promise<void>
 }
 
@@ -154,6 +160,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
   // Whether the one connection is taken: counted around the driver's acquire and release,
   // which Kysely calls inside its own lock. Queries waiting on that lock are not visible.
   let inUse = 0
+  const listeners = new Map<string, Array<(payload: string) => void>>()
   class CountedDialect extends PGliteThreadDialect {
     override createDriver () {
       const driver = super.createDriver()
@@ -177,11 +184,18 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
       settings: PGLITE_SETTINGS,
       template: options.template,
       queryTimeoutMs: options.queryTimeoutMs ?? (options.statementTimeoutMs ?? 15_000) + 1000,
-      onFatal: options.onFatal
+      onFatal: options.onFatal,
+      onNotification: (channel, payload) => {
+        for (const listener of listeners.get(channel) ?? []) listener(payload)
+      }
     }), options.tracerProvider)
   })
   const poolStats = (): PoolStats => ({ inUse, idle: 1 - inUse, waiting: undefined, max: 1 })
-  return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, close: () => db.destroy() }
+  const listen = async (channel: string, listener: (payload: string) => void): Promise<void> => {
+    listeners.set(channel, [...listeners.get(channel) ?? [], listener])
+    await sql`listen ${sql.id(channel)}`.execute(db)
+  }
+  return { db, kind: 'pglite', poolStats, checkSessions: async () => {}, listen, close: () => db.destroy() }
 }
 
 /** PostgreSQL with the migration lock that holds through a pooler (db/engine/migrate.ts says why). */

@@ -42,6 +42,11 @@ export interface ThreadError { message: string, [field: string]: unknown }
 export type ThreadReply =
   | { id: number, rows: unknown[], affectedRows?: number, error?: undefined }
   | { id: number, error: ThreadError }
+/**
+ * A notification (NOTIFY) to the session, posted as PostgreSQL sends it: when the change that
+ * sent it commits, so before the answer to the query that committed it.
+ */
+export interface ThreadNotice { notice: { channel: string, payload: string } }
 
 export interface PGliteThreadOptions {
   dataDir: string
@@ -55,6 +60,8 @@ export interface PGliteThreadOptions {
   queryTimeoutMs: number
   /** Told once, when the thread has died or hung; the database stays unavailable after. */
   onFatal?: (err: Error) => void
+  /** Each notification on a channel the session listens on, before the answer of the query that committed it. */
+  onNotification?: (channel: string, payload: string) => void
 }
 
 /** The error of every query once the thread has failed; isDatabaseUnavailable knows its code. */
@@ -149,7 +156,10 @@ export class PGliteThread {
     this.#worker = worker
     this.#lock = lock
     this.#options = options
-    worker.on('message', (reply: ThreadReply) => this.#answer(reply))
+    worker.on('message', (message: ThreadReply | ThreadNotice) => {
+      if ('notice' in message) options.onNotification?.(message.notice.channel, message.notice.payload)
+      else this.#answer(message)
+    })
     worker.on('error', (err) => this.#fail(new DatabaseThreadError(`the database thread failed: ${err.message}`, { cause: err })))
     worker.on('exit', (code) => {
       if (!this.#closing || this.#pending.size > 0) this.#fail(new DatabaseThreadError(`the database thread ended (exit code ${code})`))

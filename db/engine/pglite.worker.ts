@@ -6,7 +6,7 @@ import { parentPort, workerData, type MessagePort } from 'node:worker_threads'
 import { parse, PGlite, protocol } from '@electric-sql/pglite'
 import { statementName } from './statement-name.js'
 import { pgliteParsers } from './timestamps.js'
-import type { ThreadData, ThreadReply, ThreadRequest, ThreadError } from './pglite-thread.js'
+import type { ThreadData, ThreadError, ThreadNotice, ThreadReply, ThreadRequest } from './pglite-thread.js'
 
 const { dataDir, settings, wasmModule, fsBundle } = workerData as ThreadData
 const port = parentPort
@@ -20,6 +20,11 @@ async function serve (port: MessagePort): Promise<void> {
     fsBundle,
     startParams: [...PGlite.defaultStartParams, ...settings.flatMap((setting) => ['-c', setting])]
   })
+  // Notifications (LISTEN/NOTIFY) go to the server as they come, so each is there before the
+  // answer to the query whose commit sent it: PGlite's query() tells them to this listener
+  // before its result resolves; a named statement's answer is read here (readAnswer).
+  const notify = (channel: string, payload: string) => { port.postMessage({ notice: { channel, payload } } satisfies ThreadNotice) }
+  pglite.onNotification(notify)
   port.on('message', (request: ThreadRequest) => {
     if (request.sql === undefined) {
       pglite.close().then(() => {
@@ -30,7 +35,7 @@ async function serve (port: MessagePort): Promise<void> {
     }
     const name = statementName(request.sql)
     const params = request.params ?? []
-    const run = name === undefined ? pglite.query(request.sql, params as unknown[], { rowMode: 'object' }) : runNamed(pglite, name, request.sql, params)
+    const run = name === undefined ? pglite.query(request.sql, params as unknown[], { rowMode: 'object' }) : runNamed(pglite, name, request.sql, params, notify)
     run.then(
       ({ rows, affectedRows }) => { port.postMessage({ id: request.id, rows, affectedRows } satisfies ThreadReply) },
       (err: unknown) => { port.postMessage({ id: request.id, error: queryError(err) } satisfies ThreadReply) })
@@ -47,7 +52,7 @@ const statements = new Map<string, number[]>()
 // PGlite's query() makes six and plans the text every time. Its answer is read here from the
 // wire bytes (readAnswer): PGlite's own reader copies every field into an ArrayBuffer of its
 // own before decoding it, the larger part of the thread's CPU per GET /tasks.
-function runNamed (pglite: PGlite, name: string, sql: string, params: readonly unknown[]): Promise<Answer> {
+function runNamed (pglite: PGlite, name: string, sql: string, params: readonly unknown[], notify: Notify): Promise<Answer> {
   return pglite.runExclusive(async () => {
     let types = statements.get(name)
     if (types === undefined) {
@@ -66,10 +71,11 @@ function runNamed (pglite: PGlite, name: string, sql: string, params: readonly u
     await pglite.execProtocolRawStream(concat([
       serialize.bind({ statement: name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()
     ]), { syncToFs: true, onRawData: (chunk) => { chunks.push(chunk.slice()) } })
-    return readAnswer(chunks.length === 1 ? chunks[0]! : concat(chunks), pglite.parsers)
+    return readAnswer(chunks.length === 1 ? chunks[0]! : concat(chunks), pglite.parsers, notify)
   })
 }
 
+type Notify = (channel: string, payload: string) => void
 interface Answer { rows: Array<Record<string, unknown>>, affectedRows: number }
 type Parsers = Record<number | string, ((text: string, typeId: number) => unknown) | undefined>
 
@@ -81,10 +87,11 @@ const COUNTED_COMMANDS = new Set(['INSERT', 'UPDATE', 'DELETE', 'COPY', 'MERGE']
 
 /**
  * The rows and the affected-row count of one execution, read from the backend's messages
- * (RowDescription, DataRow, CommandComplete, ErrorResponse; the rest carry nothing we keep),
- * with the same parsers and results as PGlite's query(). An ErrorResponse is thrown.
+ * (RowDescription, DataRow, CommandComplete, ErrorResponse, NotificationResponse: told to
+ * `notify`; the rest carry nothing we keep), with the same parsers and results as PGlite's
+ * query(). An ErrorResponse is thrown.
  */
-function readAnswer (data: Uint8Array, parsers: Parsers): Answer {
+function readAnswer (data: Uint8Array, parsers: Parsers, notify: Notify): Answer {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength)
   const text = Buffer.from(data.buffer, data.byteOffset, data.byteLength)
   const cstring = (from: number) => {
@@ -129,6 +136,9 @@ function readAnswer (data: Uint8Array, parsers: Parsers): Answer {
     } else if (type === 0x43) { // C: CommandComplete, "UPDATE 3"
       const words = cstring(start).value.split(' ')
       if (COUNTED_COMMANDS.has(words[0]!)) affectedRows += Number(words.at(-1))
+    } else if (type === 0x41) { // A: NotificationResponse: the sender's process id, the channel, the payload
+      const channel = cstring(start + 4)
+      notify(channel.value, cstring(channel.next).value)
     } else if (type === 0x45 && error === undefined) { // E: ErrorResponse
       error = {}
       for (let p = start; data[p] !== 0;) {

@@ -14,7 +14,8 @@ import { checkTokenHolder, holdsScopes, readCredential, sessionTokenReader, type
 import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import type { UserRow } from '../../db/types.js'
-import { toTokenHolder, toUser, type TokenAsk, type WithHolder } from '../../db/users.js'
+import { holderCache, type HolderCache } from '../../accounts/holder-cache.js'
+import { sendTokenHolderNotices, TOKEN_HOLDER_CHANNEL, toTokenHolder, toUser, type TokenAsk, type WithHolder } from '../../db/users.js'
 import type { User } from '../../schemas/users.js'
 import type { VerifiedClaims } from '../external/jwt.js'
 import { allowedOrigins } from '../../config.js'
@@ -109,7 +110,8 @@ export default fp(async function authenticate (fastify) {
   // In order: the first that takes a credential reads it. The API key's (by its `tsk_` prefix)
   // goes before the session token's, which takes anything. A cookie only ever holds a session
   // token (we set it); a key is read only from the Authorization header.
-  const sessionReader = sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token) })
+  const holders = keptHolders(fastify)
+  const sessionReader = sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token), holders })
   const headerReaders: CredentialReader[] = [fastify.apiKeyReader, sessionReader]
   const cookieReaders: CredentialReader[] = [sessionReader]
 
@@ -127,8 +129,11 @@ export default fp(async function authenticate (fastify) {
     const request = this as WithClaims
     const claims = request[kTokenClaims]
     if (claims === null) return alone(request.user.id)
+    const ticket = holders?.ticket()
     const found = await withToken({ userId: claims.sub, jti: claims.jti, iat: claims.iat })
-    const principal = await checkTokenHolder(fastify.db, claims, toTokenHolder(found?.holder))
+    const holder = toTokenHolder(found?.holder)
+    holders?.keep(ticket!, claims.sub, claims.jti, holder)
+    const principal = await checkTokenHolder(fastify.db, claims, holder)
     request[kTokenClaims] = null
     request.principal = principal
     request.user = principal.user
@@ -155,9 +160,17 @@ export default fp(async function authenticate (fastify) {
     const readers = fromCookie ? cookieReaders : headerReaders
     // A session token (the session reader's, the first to take it; a session holds every
     // scope), left to the route's statement: its signature and times are checked here, its
-    // holder by request.authenticatedBy.
+    // holder by request.authenticatedBy, unless it is kept (then the route's statement runs alone).
     if (inStatement && request.headers['idempotency-key'] === undefined && readers.find((reader) => reader.takes(presented.credential)) === sessionReader) {
-      (request as WithClaims)[kTokenClaims] = sessionReader.claims(presented.credential)
+      const claims = sessionReader.claims(presented.credential)
+      const kept = holders?.get(claims.sub, claims.jti)
+      if (kept === undefined) {
+        (request as WithClaims)[kTokenClaims] = claims
+        return
+      }
+      const principal = await checkTokenHolder(fastify.db, claims, kept)
+      request.principal = principal
+      request.user = principal.user
       return
     }
     const principal = await readCredential(readers, presented.credential, () => clientOf(request))
@@ -227,3 +240,22 @@ export default fp(async function authenticate (fastify) {
   // A revocation outlives its token by nothing: once the token has expired it is refused anyway.
   fastify.jobs.purgeEvery('auth.purge-revocations', PURGE_INTERVAL_MS, async () => { await purgeExpiredRevocations(fastify.db) }, { failed: 'purging expired revocations failed' })
 }, { name: 'authenticate', dependencies: ['db', 'scheduler', 'api-keys', '@fastify/jwt', '@fastify/cookie'] })
+
+/**
+ * On the embedded database, the token holders this process keeps (accounts/holder-cache.ts),
+ * told of every change by the database's notices: listening and the notices turned on before
+ * the server is ready, so before any request. None on a PostgreSQL server.
+ */
+function keptHolders (fastify: FastifyInstance): HolderCache | undefined {
+  const listen = fastify.listenToDb
+  if (listen === undefined) return undefined
+  const holders = holderCache()
+  // Under way while the other plugins load; a failure stops start-up, as the database's own would.
+  const listening = Promise.all([listen(TOKEN_HOLDER_CHANNEL, holders.changed), sendTokenHolderNotices(fastify.db)])
+    .then(() => undefined, (err: unknown) => err as Error)
+  fastify.addHook('onReady', async () => {
+    const err = await listening
+    if (err !== undefined) throw err
+  })
+  return holders
+}

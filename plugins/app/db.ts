@@ -6,7 +6,7 @@
 // the database is back.
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
-import { createDatabase, isDatabaseUnavailable, type PoolStats } from '../../db/engine/connect.js'
+import { createDatabase, isDatabaseUnavailable, type DatabaseHandle, type PoolStats } from '../../db/engine/connect.js'
 import { migrateToLatest, schemaIsCurrent } from '../../db/engine/migrate.js'
 import { DatabaseSetupError } from '../../db/engine/pooler-check.js'
 import type { Database } from '../../db/types.js'
@@ -18,6 +18,8 @@ declare module 'fastify' {
     db: Kysely<Database>
     /** Which engine `db` runs on: a PostgreSQL server, or the embedded one in this process (the tasks page picks its statement by it). */
     dbEngine: 'postgres' | 'pglite'
+    /** The embedded database's notifications (LISTEN); undefined on a PostgreSQL server (db/engine/connect.ts). */
+    listenToDb: DatabaseHandle<Database>['listen']
   }
   interface FastifyContextConfig {
     /** false: answers without the database, also before the schema is in place (liveness, the API document). */
@@ -51,6 +53,7 @@ export default fp(async function db (fastify) {
   })
   fastify.decorate('db', handle.db)
   fastify.decorate('dbEngine', handle.kind)
+  fastify.decorate('listenToDb', handle.listen)
   registerPoolMetrics(fastify.metrics, handle.poolStats)
 
   let migrated = false

@@ -41,12 +41,15 @@ async function withDatabase<T> (use: (db: Kysely<any>) => Promise<T>): Promise<T
   }
 }
 
-/** What a migration changes: the columns of the tables, and the migrations recorded as applied. */
-async function schemaState (db: Kysely<any>): Promise<{ columns: string[], applied: string[] }> {
-  const { rows: columns } = await sql<{ column: string }>`select table_name || '.' || column_name as column from information_schema.columns
-    where table_schema = 'public' and table_name not like 'kysely_%' order by 1`.execute(db)
+/** What a migration changes: the tables' columns, triggers and functions, and the migrations recorded as applied. */
+async function schemaState (db: Kysely<any>): Promise<{ objects: string[], applied: string[] }> {
+  const { rows: objects } = await sql<{ name: string }>`
+    select table_name || '.' || column_name as name from information_schema.columns where table_schema = 'public' and table_name not like 'kysely_%'
+    union select 'trigger ' || event_object_table || '.' || trigger_name from information_schema.triggers where trigger_schema = 'public'
+    union select 'function ' || routine_name from information_schema.routines where routine_schema = 'public'
+    order by 1`.execute(db)
   const applied = await db.selectFrom('kysely_migration').select('name').orderBy('name').execute()
-  return { columns: columns.map((row) => row.column), applied: applied.map((row) => row.name) }
+  return { objects: objects.map((row) => row.name), applied: applied.map((row) => row.name) }
 }
 
 t.test('down undoes the last migration, a verb it does not know changes nothing, up applies it again', async (t) => {
@@ -62,7 +65,7 @@ t.test('down undoes the last migration, a verb it does not know changes nothing,
   t.match(down.stdout, new RegExp(`: ${last} undone\\n$`), 'and names the migration it undid')
   const undone = await withDatabase(schemaState)
   t.same(undone.applied, migrations.slice(0, -1), 'the last migration is no longer applied')
-  t.not(undone.columns.join(), before.columns.join(), 'its columns are gone')
+  t.not(undone.objects.join(), before.objects.join(), 'what it made is gone')
 
   // Refused before the database is opened; the listing below shows nothing moved.
   for (const args of [['frobnicate'], ['down', '--all'], ['up', '2'], ['make']]) {

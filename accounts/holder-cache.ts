@@ -1,0 +1,82 @@
+// Token holders kept by the embedded database's one process (issue 30), so a request with a
+// session token whose holder did not change costs the database thread no query. The database
+// says what changed: a notice with the user's id on every change to a row the token check reads
+// (users, sessions, revoked_tokens: db/migrations/2026-11-29T00-00-00_token-holder-notices.ts),
+// heard before the answer to the query that committed it (db/engine/connect.ts, listen). So a
+// sign-out, a revocation, a password change or a deleted account is refused from the next
+// request on, as when every request read the holder. Only where one process is all there is:
+// a fleet on a PostgreSQL server reads the holder with each request, for another instance's
+// change would reach this one later than its answer reaches the user.
+//
+// What is kept is the holder row as read (db/users.ts, TokenHolder), never a verdict: every
+// request checks it again (accounts/credentials.ts, checkTokenHolder). No absence is kept. A
+// read that was under way while a change was heard keeps nothing, as it may have read the row
+// before the change.
+import type { TokenHolder } from '../db/users.js'
+
+/** Holders kept at most (a bounded map: the oldest go first). */
+const MAX_KEPT = 10_000
+/** Nor longer than this, whatever was heard. */
+const MAX_AGE_MS = 60_000
+
+export interface HolderCache {
+  /** The holder of the user's token `jti` as last read, if kept and nothing of the user's changed since. */
+  get: (userId: string, jti: string) => TokenHolder | undefined
+  /** Taken before a read of a holder: keep() keeps what it read only if nothing was heard since. */
+  ticket: () => number
+  /** Keeps what a read begun at `ticket` found (nothing for no holder). */
+  keep: (ticket: number, userId: string, jti: string, holder: TokenHolder | undefined) => void
+  /** A notice: a row of the user's changed ('': every user's). */
+  changed: (userId: string) => void
+}
+
+interface Kept { holder: TokenHolder, at: number }
+
+export function holderCache (): HolderCache {
+  // By user, then by token: a notice names only the user.
+  const byUser = new Map<string, Map<string, Kept>>()
+  let size = 0
+  let heard = 0
+
+  const forget = (userId: string) => {
+    const tokens = byUser.get(userId)
+    if (tokens === undefined) return
+    size -= tokens.size
+    byUser.delete(userId)
+  }
+
+  return {
+    get (userId, jti) {
+      const tokens = byUser.get(userId)
+      const kept = tokens?.get(jti)
+      if (kept === undefined) return undefined
+      if (Date.now() - kept.at < MAX_AGE_MS) return kept.holder
+      if (tokens!.size === 1) {
+        forget(userId)
+      } else {
+        tokens!.delete(jti)
+        size--
+      }
+      return undefined
+    },
+    ticket: () => heard,
+    keep (ticket, userId, jti, holder) {
+      if (ticket !== heard || holder === undefined) return
+      // Full: the user kept longest goes (a map keeps its insertion order).
+      if (size >= MAX_KEPT) forget(byUser.keys().next().value!)
+      let tokens = byUser.get(userId)
+      if (tokens === undefined) byUser.set(userId, tokens = new Map())
+      if (!tokens.has(jti)) size++
+      tokens.set(jti, { holder, at: Date.now() })
+    },
+    changed (userId) {
+      heard++
+      if (userId !== '') {
+        forget(userId)
+        return
+      }
+      byUser.clear()
+      size = 0
+    }
+  }
+}
