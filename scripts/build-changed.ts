@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs
 import { join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stripTypes } from './strip-types.js'
+import { bundleVendored, useVendored, vendorDir } from './vendor.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 const outdir = join(root, 'dist')
@@ -36,7 +37,7 @@ const template = join(outdir, 'embedded-template')
 const removeStale = (dir: string): void => {
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name)
-    if (path === template || path.startsWith(`${template}.building-`)) continue
+    if (path === template || path.startsWith(`${template}.building-`) || path === vendorDir(outdir)) continue
     if (entry.isDirectory()) {
       removeStale(path)
       if (readdirSync(path).length === 0) rmSync(path, { recursive: true })
@@ -49,6 +50,9 @@ const removeStale = (dir: string): void => {
 if (existsSync(outdir)) removeStale(outdir)
 
 if (changed.length > 0) await stripTypes(root, changed, outdir, { sourcemap: true })
+// Kysely and TypeBox bundled, as `npm run build` does (scripts/vendor.ts).
+await bundleVendored(root, outdir)
+useVendored(outdir, changed.map(outputOf))
 const removed = stale.length > 0 ? `, ${stale.length} stale removed` : ''
 console.log(`dist/: ${changed.length} of ${sources.length} files built${removed} (${Math.round(performance.now() - started)} ms)`)
 

@@ -18,6 +18,7 @@ import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFi
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { stripTypes } from './strip-types.js'
+import { bundleVendored, compiledFiles, useVendored } from './vendor.js'
 
 const root = fileURLToPath(new URL('..', import.meta.url))
 // A build of this run's own, so that two test commands at once (npm test, and test:file in
@@ -57,6 +58,10 @@ function alive (pid: number): boolean {
 await stripTypes(root, sources.filter((file) => file.endsWith('.ts')), outdir)
 // Plain JavaScript beside the sources (a preload of the integration suite) comes along as it is.
 for (const file of sources.filter((file) => /\.[cm]?js$/.test(file))) cpSync(file, join(outdir, relative(root, file)))
+// Kysely and TypeBox bundled, as the builds of the service bundle them (scripts/vendor.ts): the
+// tests run the code that runs in production, and each test process loads them faster.
+await bundleVendored(root, outdir)
+useVendored(outdir, compiledFiles(outdir))
 
 const compiled = (file: string) => join(outdir, relative(root, resolve(file)).replace(/\.ts$/, '.js'))
 const isTestFile = (file: string) => file.endsWith('.test.ts')
