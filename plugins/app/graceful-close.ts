@@ -40,12 +40,20 @@ async function drainFor (ms: number, lastRequestAt: () => number): Promise<void>
   const quietMs = Math.min(500, ms / 4)
   const latest = started + 3 * ms
   for (;;) {
+    // A timer runs before the event loop reads its sockets: after a stall (a busy machine, a
+    // long GC) requests that arrived meanwhile are still unread when it fires. Two turns of the
+    // loop first: one accepts their connections, the next reads them (the onRequest hook).
+    await turn()
+    await turn()
     const now = performance.now()
     const quietFor = now - lastRequestAt()
     if (quietFor >= quietMs || now >= latest) return
     await sleep(Math.min(quietMs - quietFor, latest - now))
   }
 }
+
+/** Once around the event loop: resolves after its next poll for I/O. */
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 export default fp(async function gracefulClose (fastify) {
   let draining = false

@@ -85,6 +85,27 @@ t.test('requests still arriving when the drain delay ends (a balancer whose chec
   t.equal(await server.exited, 0, 'then it exits cleanly once they stop', { output: server.output() })
 })
 
+t.test('a request that came while the server stalled, as the drain delay ended, is served, not cut', async (t) => {
+  // The process is stopped (SIGSTOP) across the end of the drain delay, as a busy machine can
+  // stall it, and a request comes meanwhile. Resumed, the delay's timer runs before the waiting
+  // connection is read: the drain must look at what arrived before judging it quiet.
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: '1000', RATE_LIMIT_MAX: '0', ...await testDatabaseEnv(t) })
+  t.teardown(() => { server.child.kill('SIGCONT'); server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  const agent = new Agent({ keepAlive: false })
+  t.teardown(() => agent.destroy())
+  server.child.kill('SIGTERM')
+  await until(async () => (await send(agent, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
+  server.child.kill('SIGSTOP')
+  const stalled = send(agent, port, 'GET', '/auth/me').then((answer) => answer.status, (err: NodeJS.ErrnoException) => err.code)
+  // Past the delay (1 s) and past its quiet period (250 ms) before the process runs again.
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  server.child.kill('SIGCONT')
+  t.equal(await stalled, 401, 'answered (401: no token), not reset')
+  t.equal(await server.exited, 0, 'then it exits cleanly', { output: server.output() })
+})
+
 t.test('SIGINT (Ctrl-C at a terminal) closes without the drain', async (t) => {
   const port = await freePort()
   // A drain as long as the setting allows: the test would time out waiting on it.
