@@ -125,12 +125,11 @@ export function sessionTokenReader ({ db, verify, holders }: SessionTokenReaderD
     claims: claimsOf,
     async read (token) {
       const claims = claimsOf(token)
-      if (holders === undefined) return checkTokenHolder(db, claims, await findUserForToken(db, claims.sub, claims.jti))
-      let holder = holders.get(claims.sub, claims.jti)
+      let holder = holders?.get(claims.sub, claims.jti)
       if (holder === undefined) {
-        const ticket = holders.ticket()
+        const ticket = holders?.ticket()
         holder = await findUserForToken(db, claims.sub, claims.jti)
-        holders.keep(ticket, claims.sub, claims.jti, holder)
+        holders?.keep(ticket!, claims.sub, claims.jti, holder)
       }
       return checkTokenHolder(db, claims, holder)
     }

@@ -51,12 +51,10 @@ export function holderCache (): HolderCache {
       const kept = tokens?.get(jti)
       if (kept === undefined) return undefined
       if (Date.now() - kept.at < MAX_AGE_MS) return kept.holder
-      if (tokens!.size === 1) {
-        forget(userId)
-      } else {
-        tokens!.delete(jti)
-        size--
-      }
+      tokens!.delete(jti)
+      size--
+      // No empty map left behind: the bound's eviction takes users, and would free nothing.
+      if (tokens!.size === 0) byUser.delete(userId)
       return undefined
     },
     ticket: () => heard,

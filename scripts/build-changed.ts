@@ -50,7 +50,7 @@ const removeStale = (dir: string): void => {
 if (existsSync(outdir)) removeStale(outdir)
 
 if (changed.length > 0) await stripTypes(root, changed, outdir, { sourcemap: true })
-// Kysely and TypeBox bundled, as `npm run build` does (scripts/vendor.ts).
+// The vendored libraries bundled, as `npm run build` bundles them (scripts/vendor.ts).
 await bundleVendored(root, outdir)
 useVendored(outdir, changed.map(outputOf))
 const removed = stale.length > 0 ? `, ${stale.length} stale removed` : ''

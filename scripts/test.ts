@@ -58,7 +58,7 @@ function alive (pid: number): boolean {
 await stripTypes(root, sources.filter((file) => file.endsWith('.ts')), outdir)
 // Plain JavaScript beside the sources (a preload of the integration suite) comes along as it is.
 for (const file of sources.filter((file) => /\.[cm]?js$/.test(file))) cpSync(file, join(outdir, relative(root, file)))
-// Kysely and TypeBox bundled, as the builds of the service bundle them (scripts/vendor.ts): the
+// The vendored libraries bundled, as the builds of the service bundle them (scripts/vendor.ts): the
 // tests run the code that runs in production, and each test process loads them faster.
 await bundleVendored(root, outdir)
 useVendored(outdir, compiledFiles(outdir))

@@ -31,7 +31,9 @@ const VENDORED: Record<string, { file: string, commonJs?: true }> = {
   // (plugins/tracing.ts) through a global, whichever copy of it asks.
   '@opentelemetry/api': { file: 'opentelemetry-api', commonJs: true }
 }
-const VENDORED_PACKAGE = /^(?:kysely|typebox|prom-client|@opentelemetry\/api)(?:\/|$)/
+/** A specifier's package: `@scope/name` or `name`, without a subpath. */
+const packageOf = (specifier: string): string => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/')
+const VENDORED_PACKAGES = new Set(Object.keys(VENDORED).map(packageOf))
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
 // An import's specifier in compiled output: `from '…'`, `import '…'`, `import('…')`.
 const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])([^'"\n]+)\2/g
@@ -82,7 +84,7 @@ export function useVendored (outdir: string, files: readonly string[]): void {
     if (file.startsWith(dir + '/')) continue
     const text = readFileSync(file, 'utf8')
     const rewritten = text.replace(SPECIFIER, (whole, lead: string, quote: string, specifier: string) => {
-      if (!VENDORED_PACKAGE.test(specifier)) return whole
+      if (!VENDORED_PACKAGES.has(packageOf(specifier))) return whole
       const vendored = VENDORED[specifier]
       if (vendored === undefined) throw new Error(`${relative(outdir, file)} imports ${specifier}: add it to VENDORED in scripts/vendor.ts`)
       const path = relative(dirname(file), join(dir, `${vendored.file}.js`))
