@@ -8,7 +8,7 @@
 import { spawn } from 'node:child_process'
 import path from 'node:path'
 import { createInterface } from 'node:readline'
-import { processTicks } from './cpu.js'
+import { backendTicks, processTicks } from './cpu.js'
 import { runLoad } from './load.js'
 import { describe, fmt, log } from './log.js'
 import { BENCH_DIR } from './paths.js'
@@ -42,14 +42,17 @@ export async function measureHealthUnderLoad (runs: Runs, service: Service, requ
     const stopCpu = await runs.settle()
     // The probe stops half a second before the load, so every probe lands under load.
     const probe = await startProbe(`${service.url}/health`, Math.max(500, duration * 1000 - 500))
+    const database = service.database.url === undefined ? undefined : service.database.name
     const ticksBefore = processTicks(service.proc!.pid)
+    const dbTicksBefore = database === undefined ? undefined : backendTicks(database)
     const result = await runLoad({ url: service.url, connections, duration, requests: load })
     const cpuUs = cpuPerResponse(ticksBefore, processTicks(service.proc!.pid), result.responses)
+    const dbCpuUs = database === undefined ? null : cpuPerResponse(dbTicksBefore, backendTicks(database), result.responses)
     const probed = await probe.result
     const others = stopCpu()
     describe(`tasks.list as ${tokens.length} users seeded through the API (beside the probe)`, { result, others })
-    if (cpuUs !== null) log(`  GET /tasks: ${cpuUs} µs of the service's CPU per response`)
+    if (cpuUs !== null) log(`  GET /tasks: ${cpuUs} µs of the service's CPU per response` + (dbCpuUs === null ? '' : `, ${dbCpuUs} µs of its database backends'`))
     log(`  health.underLoad: ${probed.count} probes, p50 ${fmt(probed.p50, 2)} ms, p99 ${fmt(probed.p99, 2)} ms, max ${fmt(probed.max, 2)} ms, ${probed.failures} failed`)
-    return { value: { ...probed, loadRps: result.rps, loadErrors: result.errors, loadCpuUs: cpuUs, users: tokens.length }, others }
+    return { value: { ...probed, loadRps: result.rps, loadErrors: result.errors, loadCpuUs: cpuUs, loadDbCpuUs: dbCpuUs, users: tokens.length }, others }
   }, (r) => r.others).then((r) => r.value)
 }

@@ -198,7 +198,7 @@ export class Report {
     log(`peak service RSS over the run: ${fmt(peakRss, 0)} MB`)
     const pg = this.besidePostgres
     const probeLine = (h: HealthUnderLoad) => `p50 ${fmt(h.p50, 2)} ms, p99 ${fmt(h.p99, 2)} ms, max ${fmt(h.max, 2)} ms over ${h.count} probes (${h.failures} failed), ` +
-      `beside GET /tasks at ${h.loadRps} req/s (${h.loadCpuUs ?? '—'} µs CPU each) as ${h.users} users seeded through the API`
+      `beside GET /tasks at ${h.loadRps} req/s (${h.loadCpuUs ?? '—'} µs CPU each${h.loadDbCpuUs == null ? '' : `, its database backends ${h.loadDbCpuUs} µs`}) as ${h.users} users seeded through the API`
     if (this.startupMs !== undefined) {
       log(`start-up to the first /health 200: fresh database ${this.startupMs} ms, schema current ${this.startupCurrentMs ?? '—'} ms` +
         (pg ? `; on PostgreSQL ${pg.startupMs} ms and ${pg.startupCurrentMs} ms` : ''))

@@ -83,6 +83,8 @@ export interface HealthUnderLoad extends ProbeResult {
   loadErrors: number
   /** The service's CPU time ÷ GET /tasks responses, µs. */
   loadCpuUs: number | null
+  /** PostgreSQL's backends serving the service's database: their CPU time ÷ GET /tasks responses, µs (null embedded). */
+  loadDbCpuUs?: number | null
   /** How many users the load rotated through. */
   users: number
 }
