@@ -155,7 +155,7 @@ export async function addUserTasks (sql: Sql, email: string, count: number): Pro
  * ends up running it.
  */
 export async function explainList (sql: Sql, userId: string): Promise<string> {
-  const statement = preparedStatement('tasks_page')
+  const statement = preparedStatement('tasks_page_json')
   const literal = `'${userId.replace(/'/g, "''")}'`
   const values: Record<string, string> = { userId: literal, limit: '1000', offset: '0' }
   await sql.query(`prepare bench_tasks_page as ${statement.sql}`)

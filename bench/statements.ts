@@ -2,12 +2,12 @@
 // ceiling runs GET /tasks's statements and the growth series explains one, with the
 // service's own SQL (each statement carries its name in its text; db/engine/prepared.ts).
 import type { PreparedStatement } from '../db/statements.js'
-import { tasksPage, tasksPageJson, tasksPageJsonForToken } from '../db/tasks.js'
+import { tasksPageJson, tasksPageJsonForToken } from '../db/tasks.js'
 import { userForToken } from '../db/users.js'
 
 export type Statement = Readonly<PreparedStatement>
 
-const statements = new Map<string, Statement>([tasksPage.all, tasksPage.byStatus, tasksPageJson.all, tasksPageJson.byStatus, tasksPageJsonForToken.all, tasksPageJsonForToken.byStatus, userForToken].map((s) => [s.name, s]))
+const statements = new Map<string, Statement>([tasksPageJson.all, tasksPageJson.byStatus, tasksPageJsonForToken.all, tasksPageJsonForToken.byStatus, userForToken].map((s) => [s.name, s]))
 
 /** The service's prepared statement `name`: its SQL and the named parameter of each $n. */
 export function statement (name: string): Statement {

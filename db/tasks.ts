@@ -5,7 +5,7 @@ import { prepareQuery } from './statements.js'
 import type { Database, TaskRow } from './types.js'
 import { tokenHolder, tokenHolds, type TokenAsk, type WithHolder } from './users.js'
 
-type TaskFields = Omit<TaskRow, 'user_id'>
+type TaskFields = Omit<TaskRow, 'user_id' | 'answer'>
 
 export const toTask = (row: TaskFields): Task => ({
   id: row.id,
@@ -47,55 +47,52 @@ const countWhere = (status: TaskStatus) => sql<number>`(count(*) filter (where s
  * A page of tasks ends before its tasks' JSON would pass this many bytes (always holding at
  * least one task), so that one answer costs about as much as a page of ordinary tasks however
  * long their descriptions are: 1,000 tasks of 10,000-character descriptions would be 10 MB.
- * The size of a task is estimated from what is stored (taskBytes); the answer says where the
- * next page starts. Half a MiB: with one user's pages built one at a time
- * (plugins/app/user-turns.ts), 4 connections fetching such pages without pause left a /health
- * probe's p99 at 30-44 ms and another user's GET /tasks p50 at 2.3-2.8x quiet; with 1 MiB,
- * 54-95 ms and 3.6-4.7x (npm run bench -- --only=heavy.pages, PostgreSQL, quiet machine).
- * 1,000 tasks still fit in one page while title and description average under ~268 bytes.
+ * The answer says where the next page starts. Half a MiB: with one user's pages built one at a
+ * time (plugins/app/user-turns.ts), 4 connections fetching such pages without pause left a
+ * /health probe's p99 at 30-44 ms and another user's GET /tasks p50 at 2.3-2.8x quiet; with
+ * 1 MiB, 54-95 ms and 3.6-4.7x (npm run bench -- --only=heavy.pages, PostgreSQL, quiet
+ * machine). 1,000 tasks still fit in one page while their JSON averages under ~524 bytes.
  */
 export const PAGE_BYTES = 512 * 1024
-/**
- * A task's JSON beyond its title and description: the keys, id, status and four timestamps
- * (about 220 bytes at most), rounded up.
- */
-export const TASK_JSON_OVERHEAD = 256
-// From the stored sizes, which PostgreSQL knows without reading (or decompressing) a long
-// description: UTF-8 bytes of title and description, plus the rest of the task's JSON.
-// Characters that JSON escapes (quotes, backslashes, control characters) make the real
-// answer larger than this estimate.
-const taskBytes = sql<number>`octet_length(title) + coalesce(octet_length(description), 0) + ${sql.lit(TASK_JSON_OVERHEAD)}`
 
 // GET /tasks in one round trip: the counts (one index-only scan of the user's tasks with
-// FILTER aggregates), then the page beside them, newest first, walking an index on
-// (user_id[, status], created_at desc, id desc). The counts are the outer row, so a user
-// with no matching task still gets one row: the counts, with the task columns null. A
-// prepared query's SQL is fixed, so the status filter makes a second statement rather
-// than a branch.
+// FILTER aggregates), and beside them the page, newest first, walking an index on
+// (user_id[, status], created_at desc, id desc), as the text of the answer's `data` array.
+// That text is joined from each task's stored answer (`tasks.answer`: its JSON as the API
+// writes it, which PostgreSQL computes whenever the row is written; migration
+// 2026-11-29T06-00-00_task-answers): the process passes those bytes on instead of decoding 8
+// columns of every row into an object and serializing it again, and the database joins texts
+// instead of rendering them on every read (bench/README.md, issues 30 and 34).
+// test/tasks/tasks.test.ts holds the page to GET /tasks/:id's answers, to the byte. A prepared
+// query's SQL is fixed, so the status filter makes a second statement rather than a branch.
 //
 // The page is cut to PAGE_BYTES in SQL, so the database never sends more: over the tasks of
 // `limit` and `offset`, a running sum of their sizes (a window in the order of the page, so
 // no second sort) keeps the tasks up to the one that reaches the budget, and always the
 // first (whose running sum is its own size). Sizes are positive, so the kept tasks are the
-// page's first ones.
+// page's first ones. A task's size is its answer's bytes and the comma after it, which
+// PostgreSQL knows without reading (or decompressing) a long answer; within PAGE_BYTES - 1,
+// the page's text with its brackets stays within PAGE_BYTES.
+const answerBytes = sql<number>`octet_length(answer) + 1`
+const PAGE_COLUMNS = ['id', 'created_at', 'answer'] as const
 /** The page's tasks (`limit` from `offset`, newest first), cut to PAGE_BYTES: a subquery named `page`. */
 function pageOf (db: QueryCreator<Database>, p: ListParams, status: TaskStatus | undefined) {
   const newest = ownTasks(db, p.userId, status)
-    .select(TASK_COLUMNS)
+    .select(PAGE_COLUMNS)
     .orderBy('created_at', 'desc').orderBy('id', 'desc')
     .limit(p.limit).offset(p.offset)
     .as('newest')
   const sized = db.selectFrom(newest)
-    .select(TASK_COLUMNS)
+    .select(PAGE_COLUMNS)
     .select([
-      taskBytes.as('bytes'),
-      sql<number>`sum(${taskBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
+      answerBytes.as('bytes'),
+      sql<number>`sum(${answerBytes}) over (order by created_at desc, id desc rows unbounded preceding)`.as('bytes_through')
     ])
     .as('sized')
   return db.selectFrom(sized)
-    .select(TASK_COLUMNS)
+    .select(PAGE_COLUMNS)
     .where((eb) => eb.or([
-      eb('bytes_through', '<=', sql.lit(PAGE_BYTES)),
+      eb('bytes_through', '<=', sql.lit(PAGE_BYTES - 1)),
       eb('bytes_through', '=', eb.ref('bytes'))
     ]))
     .as('page')
@@ -110,53 +107,12 @@ const withCounts = (db: QueryCreator<Database>, p: ListParams, status: TaskStatu
     countWhere('completed').as('completed')
   ]))
 
-const pageQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_by_status' : 'tasks_page',
-  (db, p: ListParams) => {
-    const status = byStatus ? p.status : undefined
-    return withCounts(db, p, status)
-      .selectFrom('counts')
-      .leftJoinLateral(pageOf(db, p, status), (join) => join.onTrue())
-      .select(['counts.total', 'counts.todo', 'counts.in_progress', 'counts.completed'])
-      .select(TASK_COLUMNS.map((column) => `page.${column}` as const))
-      .orderBy('page.created_at', 'desc').orderBy('page.id', 'desc')
-  })
-/** The statements GET /tasks runs: without a status filter and with one. */
-export const tasksPage = { all: pageQuery(false), byStatus: pageQuery(true) }
-
-/**
- * A timestamptz as the API writes it, rendered by PostgreSQL: 2026-11-23T05:08:02.519Z, the
- * form timestamptzToIso (db/engine/timestamps.ts) gives every other answer. to_char's MS
- * truncates to milliseconds, as that does; `at time zone 'UTC'` whatever the session's zone.
- * NULL stays NULL.
- */
-const isoTime = (column: string) =>
-  sql<string | null>`to_char(${sql.ref(column)} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`
-
-// The same page, rendered by PostgreSQL as the text of the answer's `data` array (issue 34),
-// for a server of its own: the process passes those bytes on instead of decoding 8 columns of
-// every row into an object and serializing it again. One row: the counts, the page's size and
-// its text (none for an empty page). Each task is row_to_json of a row whose column names are
-// the Task schema's keys, in its order (schemas/tasks.ts): compact JSON, escaped as
-// JSON.stringify escapes the same strings; string_agg's own ORDER BY keeps the page's order.
-// Not on the embedded database, where PostgreSQL runs in WebAssembly in the service's own
-// process and renders JSON more slowly than the rows cost (bench/README.md, issue 34): the
-// route picks (routes/tasks/index.ts), and test/tasks/tasks.test.ts holds both to the same bytes.
-/** The page rendered (`rendered`: its size and its text), as a subquery. */
+/** The page joined (`rendered`: its size, and its text, none for an empty page), as a subquery; string_agg's own ORDER BY keeps the page's order. */
 function renderedPage (db: QueryCreator<Database>, p: ListParams, status: TaskStatus | undefined) {
   return db.selectFrom(pageOf(db, p, status))
-    .innerJoinLateral(db.selectNoFrom([
-      sql.ref<number>('page.id').as('id'),
-      sql.ref<string>('page.title').as('title'),
-      sql.ref<string | null>('page.description').as('description'),
-      sql.ref<TaskStatus>('page.status').as('status'),
-      isoTime('page.due_date').as('dueDate'),
-      isoTime('page.completed_at').as('completedAt'),
-      isoTime('page.created_at').as('createdAt'),
-      isoTime('page.updated_at').as('updatedAt')
-    ]).as('task'), (join) => join.onTrue())
     .select([
       sql<number>`count(*)::int`.as('size'),
-      sql<string | null>`string_agg(row_to_json(task)::text, ',' order by page.created_at desc, page.id desc)`.as('data')
+      sql<string | null>`string_agg(page.answer, ',' order by page.created_at desc, page.id desc)`.as('data')
     ])
     .as('rendered')
 }
@@ -185,44 +141,20 @@ const renderedPageForTokenQuery = (byStatus: boolean) => prepareQuery(byStatus ?
       .select(RENDERED_COLUMNS)
       .where(tokenHolds(p.iat))
   })
-/** The rendered statements, on a PostgreSQL server. */
+/** The statements GET /tasks runs: without a status filter and with one. */
 export const tasksPageJson = { all: renderedPageQuery(false), byStatus: renderedPageQuery(true) }
 /** The same, reading the token's holder too (`tokenInStatement`). */
 export const tasksPageJsonForToken = { all: renderedPageForTokenQuery(false), byStatus: renderedPageForTokenQuery(true) }
 
-export interface TaskPage {
-  tasks: Task[]
-  counts: TaskCounts
-  /** Where the next page starts, when tasks matching the filter come after this page. */
-  nextOffset?: number
-}
-
-export async function listTasks (
-  db: Kysely<Database>,
-  userId: string,
-  query: { status?: TaskStatus, limit?: number, offset?: number }
-): Promise<TaskPage> {
-  const params = listParams(userId, query)
-  const rows = await tasksPage[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
-  const first = rows[0]!
-  const counts = { total: first.total, todo: first.todo, inProgress: first.in_progress, completed: first.completed }
-  // No task on the page: the one row carries only the counts.
-  if (first.id === null) return { tasks: [], counts }
-  // The counts and the page come from one statement, so they agree: more tasks match than
-  // this page reaches when it ended before them (at `limit`, or at PAGE_BYTES).
-  const next = params.offset + rows.length
-  return { tasks: rows.map((row) => toTask(row as TaskFields)), counts, ...(next < counts.total && { nextOffset: next }) }
-}
-
-/** A page as PostgreSQL rendered it: `data` is the JSON text of the page's array of Task. */
+/** A page as PostgreSQL joined it: `data` is the JSON text of the page's array of Task. */
 export interface RenderedTaskPage {
   data: string
   counts: TaskCounts
   nextOffset?: number
 }
 
-/** listTasks, with the page rendered by PostgreSQL (tasksPageJson): for a server of its own, not the embedded engine. */
-export async function listTasksRendered (
+/** A page of the user's tasks (tasksPageJson). */
+export async function listTasks (
   db: Kysely<Database>,
   userId: string,
   query: { status?: TaskStatus, limit?: number, offset?: number }
@@ -232,8 +164,8 @@ export async function listTasksRendered (
   return renderedTaskPage(row!, params)
 }
 
-/** listTasksRendered, reading the token's holder in the same statement; undefined when the token does not hold (db/users.ts, tokenHolds). */
-export async function listTasksRenderedForToken (
+/** listTasks, reading the token's holder in the same statement; undefined when the token does not hold (db/users.ts, tokenHolds). */
+export async function listTasksForToken (
   db: Kysely<Database>,
   token: TokenAsk,
   query: { status?: TaskStatus, limit?: number, offset?: number }
@@ -259,7 +191,7 @@ function renderedTaskPage (row: RenderedRow, params: ListParams): RenderedTaskPa
 }
 
 export async function findTaskForUser (db: Kysely<Database>, userId: string, id: number): Promise<Task | undefined> {
-  const row = await db.selectFrom('tasks').selectAll()
+  const row = await db.selectFrom('tasks').select(TASK_COLUMNS)
     .where('id', '=', id).where('user_id', '=', userId)
     .executeTakeFirst()
   return row && toTask(row)

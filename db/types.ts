@@ -1,6 +1,6 @@
 // Row types of the database, as Kysely sees them. Columns are snake_case; the JSON
 // shapes (camelCase) live in schemas/ and are mapped in the repositories.
-import type { ColumnType, Generated, Selectable } from 'kysely'
+import type { ColumnType, Generated, GeneratedAlways, Selectable } from 'kysely'
 import type { AuthMethod } from '../schemas/sessions.js'
 import type { TaskStatus } from '../schemas/tasks.js'
 
@@ -104,6 +104,8 @@ export interface TasksTable {
   completed_at: NullableTimestamp
   created_at: Timestamp
   updated_at: Timestamp
+  /** The task's JSON as the API writes it, written by a trigger at every insert and update (migration 2026-11-29T06-00-00_task-answers). */
+  answer: GeneratedAlways<string>
 }
 
 export interface RevokedTokensTable {

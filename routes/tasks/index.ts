@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import {
-  createTask, createTaskForToken, deleteTaskForUser, findTaskForUser, listTasks, listTasksRendered, listTasksRenderedForToken, PAGE_BYTES,
+  createTask, createTaskForToken, deleteTaskForUser, findTaskForUser, listTasks, listTasksForToken, PAGE_BYTES,
   replaceTaskForUser, updateTaskForUser
 } from '../../db/tasks.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
@@ -24,16 +24,12 @@ const WRITE = ['tasks:write']
 
 const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db } = fastify
-  // On a PostgreSQL server the page comes rendered as JSON (a third less of this process's CPU
-  // per request); on the embedded engine, in this very process, the rows cost less than
-  // PostgreSQL-in-WebAssembly rendering them (bench/README.md, issue 34).
-  const renderedByDatabase = fastify.dbEngine === 'postgres'
 
   fastify.get('', {
     // Pages run up to PAGE_BYTES: the pages of a user whose pages are heavy (past an eighth of
     // that) are built one at a time (plugins/app/user-turns.ts).
-    // On a PostgreSQL server the page's statement checks the token too (one round trip).
-    config: { scopes: READ, answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8, tokenInStatement: renderedByDatabase },
+    // The page's statement checks the token too (one round trip).
+    config: { scopes: READ, answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8, tokenInStatement: true },
     schema: {
       tags: ['tasks'],
       operationId: 'listTasks',
@@ -55,27 +51,21 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const link = (nextOffset: number) => reply.header('link', `<${nextPage(request.routeOptions.url ?? '/tasks', request.query, nextOffset)}>; rel="next"`)
-    if (renderedByDatabase) {
-      const { data, counts, nextOffset } = await request.authenticatedBy(
-        (token) => listTasksRenderedForToken(db, token, request.query),
-        (userId) => listTasksRendered(db, userId, request.query))
-      reply.header('x-total-count', counts.total)
-      if (nextOffset !== undefined) link(nextOffset)
-      // The answer as text around the page PostgreSQL rendered (db/tasks.ts): Fastify sends a
-      // string with a JSON content type as it is, so fast-json-stringify is not run over what is
-      // JSON already. The response schema above stays the contract (the tests validate every
-      // answer against it); the keys are TaskList's, in its order, and every value put in here
-      // is an integer. (`as never`: the type provider types send() as the schema's object.)
-      const body = `{"success":true,"data":${data},"total":${counts.total},"todo":${counts.todo},` +
-        `"inProgress":${counts.inProgress},"completed":${counts.completed}` +
-        `${nextOffset === undefined ? '' : `,"nextOffset":${nextOffset}`}}`
-      return reply.type('application/json; charset=utf-8').send(body as never)
-    }
-    const { tasks, counts, nextOffset } = await listTasks(db, request.user.id, request.query)
+    const { data, counts, nextOffset } = await request.authenticatedBy(
+      (token) => listTasksForToken(db, token, request.query),
+      (userId) => listTasks(db, userId, request.query))
     reply.header('x-total-count', counts.total)
-    if (nextOffset === undefined) return { success: true as const, data: tasks, ...counts }
-    link(nextOffset)
-    return { success: true as const, data: tasks, ...counts, nextOffset }
+    if (nextOffset !== undefined) link(nextOffset)
+    // The answer as text around the page PostgreSQL joined from the tasks' stored answers
+    // (db/tasks.ts): Fastify sends a string with a JSON content type as it is, so
+    // fast-json-stringify is not run over what is JSON already. The response schema above stays
+    // the contract (the tests validate every answer against it); the keys are TaskList's, in its
+    // order, and every value put in here is an integer. (`as never`: the type provider types
+    // send() as the schema's object.)
+    const body = `{"success":true,"data":${data},"total":${counts.total},"todo":${counts.todo},` +
+      `"inProgress":${counts.inProgress},"completed":${counts.completed}` +
+      `${nextOffset === undefined ? '' : `,"nextOffset":${nextOffset}`}}`
+    return reply.type('application/json; charset=utf-8').send(body as never)
   })
 
   fastify.post('', {

@@ -51,7 +51,7 @@ t.test('the hot queries run as named statements in the embedded session too; a f
     [['two', '2026-12-01T09:00:00.000Z'], ['one', '2026-12-01T09:00:00.000Z']], 'parameters and results round-trip through the named statements')
   // The first create reads the token's holder in its statement, and the process keeps it
   // (accounts/holder-cache.ts): the second create and the page run without it.
-  t.same(await prepared(), ['tasks_create', 'tasks_create_for_token', 'tasks_page'], 'the create with the token check, then the create and the page alone, are prepared')
+  t.same(await prepared(), ['tasks_create', 'tasks_create_for_token', 'tasks_page_json'], 'the create with the token check, then the create and the page alone, are prepared')
 
   // A named statement that fails (no such owner) answers its error and the session goes on.
   await t.rejects(createTaskStatement.run(app.db, { userId: 'nobody', title: 'x', description: null, status: 'todo', dueDate: null }), { code: '23503' })

@@ -74,15 +74,16 @@ t.test('background passes stay out of the waking request, and statements are nam
     inTrace(server).find((span) => String(span.attributes['db.query.text']).startsWith(`/*statement:${statement}*/`))?.name
   const list = serverOf('GET /tasks')
   if (app.dbEngine === 'postgres') {
-    // On a PostgreSQL server one statement checks the token and renders the page as JSON
+    // On a PostgreSQL server one statement checks the token and joins the page's JSON
     // (tasks_page_json_for_token).
     t.equal(named(list, 'tasks_page_json_for_token'), 'SELECT tasks', "a page of tasks, with the token's user")
     t.equal(named(list, 'user_for_token'), undefined, 'and no statement of its own for the token')
   } else {
     // Embedded, the POST's statement read the token's holder and the process keeps it
-    // (accounts/holder-cache.ts): the page's rows alone (routes/tasks/index.ts).
+    // (accounts/holder-cache.ts): the page's statement alone (routes/tasks/index.ts).
     t.equal(named(list, 'user_for_token'), undefined, "the token's holder kept: no statement for it")
-    t.equal(named(list, 'tasks_page'), 'SELECT tasks', 'a page of tasks')
+    t.equal(named(list, 'tasks_page_json_for_token'), undefined, 'nor the page with the check')
+    t.equal(named(list, 'tasks_page_json'), 'SELECT tasks', 'a page of tasks')
   }
   t.equal(named(serverOf('POST /tasks'), 'tasks_create_for_token'), 'INSERT tasks', "a task created (with its usage event and the token's check, in one statement)")
   t.ok(inTrace(register).some((span) => span.name === 'INSERT users'), 'the account created: INSERT users')
