@@ -50,12 +50,11 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
       }
     }
   }, async (request, reply) => {
-    const link = (nextOffset: number) => reply.header('link', `<${nextPage(request.routeOptions.url ?? '/tasks', request.query, nextOffset)}>; rel="next"`)
     const { data, counts, nextOffset } = await request.authenticatedBy(
       (token) => listTasksForToken(db, token, request.query),
       (userId) => listTasks(db, userId, request.query))
     reply.header('x-total-count', counts.total)
-    if (nextOffset !== undefined) link(nextOffset)
+    if (nextOffset !== undefined) reply.header('link', `<${nextPage(request.routeOptions.url ?? '/tasks', request.query, nextOffset)}>; rel="next"`)
     // The answer as text around the page PostgreSQL joined from the tasks' stored answers
     // (db/tasks.ts): Fastify sends a string with a JSON content type as it is, so
     // fast-json-stringify is not run over what is JSON already. The response schema above stays
