@@ -5,7 +5,8 @@
 // takes over, and of two processes starting at once only one gets the directory.
 import { spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { hostname } from 'node:os'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { hostname, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { embeddedDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
@@ -16,7 +17,12 @@ const PASSWORD = 'correct horse battery'
 
 async function server (t: Test, env: Record<string, string>): Promise<Running> {
   const running = startServer({ PORT: String(await freePort()), AUTH_JWT_SECRET: TEST_SECRET, BCRYPT_ROUNDS: '4', ...env })
-  t.teardown(() => { running.child.kill('SIGKILL') })
+  // Gone before the test's directory is removed: a process still writing there made the
+  // removal fail (ENOTEMPTY), and the servers left running held the file past its timeout.
+  t.teardown(async () => {
+    running.child.kill('SIGKILL')
+    await running.exited
+  })
   return running
 }
 
@@ -72,7 +78,9 @@ t.test('npm run migrate beside a running server refuses in one line; the server 
 })
 
 t.test('two servers started together on a fresh DATA_DIR: one initialises and serves, the other refuses', async (t) => {
-  const env = { DATA_DIR: t.testdir() }
+  const env = { DATA_DIR: await mkdtemp(join(tmpdir(), 'data-dir-fresh-')) }
+  // Teardowns run last added first: the servers are killed and gone, then their directory.
+  t.teardown(() => rm(env.DATA_DIR, { recursive: true, force: true }))
   const both = [await server(t, env), await server(t, env)]
   const outcomes = await Promise.all(both.map(outcome))
   t.same([...outcomes].sort(), [1, 'serving'], 'one serves, one exits 1', { outputs: both.map((s) => s.output()) })
