@@ -33,24 +33,40 @@ declare module 'fastify' {
  * sending. So the drain goes on until no request has come for a quarter of `ms` (500 ms at
  * most), and ends at the latest at three times `ms`, whatever still comes (a client that
  * reaches the instance directly, not through the balancer).
+ *
+ * Quiet counts only time the process saw. A timer that fires late means the process was
+ * stalled (a busy machine, a long GC, a stopped container): connections that came meanwhile
+ * are unread, some with their request still on its way, so the quiet period starts again at
+ * the resume, and the latest end moves to leave room for it.
  */
 async function drainFor (ms: number, lastRequestAt: () => number): Promise<void> {
   const started = performance.now()
-  await sleep(ms)
   const quietMs = Math.min(500, ms / 4)
-  const latest = started + 3 * ms
+  let latest = started + 3 * ms
+  let wake = started + ms
+  let seeingSince = started
+  await sleep(ms)
   for (;;) {
-    // A timer runs before the event loop reads its sockets: after a stall (a busy machine, a
-    // long GC) requests that arrived meanwhile are still unread when it fires. Two turns of the
-    // loop first: one accepts their connections, the next reads them (the onRequest hook).
+    // A timer runs before the event loop reads its sockets: requests that arrived just before
+    // it fired are still unread. Two turns of the loop first: one accepts their connections,
+    // the next reads them (the onRequest hook).
     await turn()
     await turn()
     const now = performance.now()
-    const quietFor = now - lastRequestAt()
+    if (now - wake > STALL_MS) {
+      seeingSince = now
+      latest = Math.max(latest, now + quietMs)
+    }
+    const quietFor = now - Math.max(lastRequestAt(), seeingSince)
     if (quietFor >= quietMs || now >= latest) return
-    await sleep(Math.min(quietMs - quietFor, latest - now))
+    const wait = Math.min(quietMs - quietFor, latest - now)
+    wake = now + wait
+    await sleep(wait)
   }
 }
+
+/** How late a timer may fire before the drain takes it for a stall it could not see through. */
+const STALL_MS = 50
 
 /** Once around the event loop: resolves after its next poll for I/O. */
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
