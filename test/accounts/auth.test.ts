@@ -351,6 +351,27 @@ t.test('tokens the service must refuse', async (t) => {
     })
   }
 
+  // Verified tokens are kept (plugins/external/jwt.ts): what was accepted once is not accepted
+  // for good. Each case uses the token first, so its verdict is kept, then tries it again.
+  t.test('a token accepted before is refused once it has expired', async (t) => {
+    const exp = nowSeconds() + 2
+    const shortLived = sign({ ...valid(), exp })
+    t.equal((await me(bearer(shortLived))).statusCode, 200, 'accepted while it is valid')
+    await new Promise((resolve) => setTimeout(resolve, exp * 1000 + 1_000 - Date.now()))
+    const res = await me(bearer(shortLived))
+    t.equal(res.statusCode, 401, 'refused after its exp, though it verified before')
+    t.same(json(res), UNAUTHORIZED)
+  })
+
+  t.test('a token accepted before, its signature altered, is refused', async (t) => {
+    const token = sign(valid())
+    t.equal((await me(bearer(token))).statusCode, 200)
+    const [h, p, s] = token.split('.') as [string, string, string]
+    const altered = `${h}.${p}.${(s.startsWith('A') ? 'B' : 'A') + s.slice(1)}`
+    t.equal((await me(bearer(altered))).statusCode, 401)
+    t.equal((await me(bearer(`${h}.${b64url({ ...decodePart(token, 1), sub: other.id })}.${s}`))).statusCode, 401, 'nor its claims')
+  })
+
   t.test('the other user is fine with their own token', async (t) => {
     const res = await me(other.auth)
     t.equal(res.statusCode, 200)
