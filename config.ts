@@ -1,10 +1,11 @@
 // Configuration: the environment, validated once at start-up. A bad value stops the
 // process with one line that names the variable (see loadConfig).
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
 import proxyAddr from '@fastify/proxy-addr'
-import { Ajv, type ValidateFunction } from 'ajv'
+import { Ajv, type Options, type ValidateFunction } from 'ajv'
 import { Type, type Static, type TObject, type TSchema } from 'typebox'
 
 const TRUST_PROXY_FORMS = 'must be false, the number of proxies in front of the service (1 behind one load balancer), or their addresses or CIDRs, comma-separated (e.g. 10.0.0.0/8)'
@@ -256,15 +257,15 @@ function describe (error: AjvLikeError): string {
 let compiledConfigValidator: ValidateFunction | undefined
 
 /**
- * ConfigSchema's validator, compiled once per process (start-up, issue 34: env-schema, which
- * this replaces, made two ajv instances as it loaded and compiled the schema again on every
- * call, ~40 ms of a start). Its options are env-schema's: coerce the text of a variable to the
- * schema's type, fill in defaults, drop unknown variables, report every error. The schema is
- * ours (the config tests hold every setting), so ajv does not first check it against its
- * meta-schema, which would compile that too.
+ * The ajv that compiles ConfigSchema's validator, with env-schema's options (which this
+ * replaced: it made two ajv instances as it loaded and compiled the schema on every call): coerce
+ * the text of a variable to the schema's type, fill in defaults, drop unknown variables, report
+ * every error. The schema is ours (the config tests hold every setting), so ajv does not first
+ * check it against its meta-schema, which would compile that too. `extra`: the build's
+ * `code: { source: true }` (scripts/config-validator.ts).
  */
-function configValidator (): ValidateFunction {
-  compiledConfigValidator ??= new Ajv({
+export function configAjv (extra: Options = {}): Ajv {
+  return new Ajv({
     allErrors: true,
     removeAdditional: true,
     useDefaults: true,
@@ -273,9 +274,39 @@ function configValidator (): ValidateFunction {
     addUsedSchema: false,
     validateSchema: false,
     // Our own keyword: the message describe() gives for a setting (setting()'s errorMessage).
-    keywords: ['errorMessage']
-  }).compile({ ...ConfigSchema, additionalProperties: false })
+    keywords: ['errorMessage'],
+    ...extra
+  })
+}
+
+/** What the validator checks: every setting, nothing else. */
+export const configValidatorSchema = () => ({ ...ConfigSchema, additionalProperties: false })
+
+/** The schema's fingerprint: a validator written for another schema is not used. */
+export const configSchemaHash = () => createHash('sha256').update(JSON.stringify(configValidatorSchema())).digest('hex')
+
+/** The validator the build writes beside this file's output (scripts/config-validator.ts). */
+export const CONFIG_VALIDATOR_FILE = 'config-validator.cjs'
+
+/**
+ * ConfigSchema's validator, once per process. Compiling it took ~36 ms of every start (issue
+ * 34), so the build writes ajv's code for it beside the output: loaded when it is there and
+ * written for this very schema; otherwise (`npm run dev`, from the sources) compiled here.
+ */
+function configValidator (): ValidateFunction {
+  compiledConfigValidator ??= writtenValidator() ?? configAjv().compile(configValidatorSchema())
   return compiledConfigValidator
+}
+
+function writtenValidator (): ValidateFunction | undefined {
+  let written: ValidateFunction & { schemaHash?: string }
+  try {
+    written = createRequire(import.meta.url)(`./${CONFIG_VALIDATOR_FILE}`) as typeof written
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') return undefined
+    throw err
+  }
+  return written.schemaHash === configSchemaHash() ? written : undefined
 }
 
 /**

@@ -53,6 +53,11 @@ if (changed.length > 0) await stripTypes(root, changed, outdir, { sourcemap: tru
 // The vendored libraries bundled, as `npm run build` bundles them (scripts/vendor.ts).
 await bundleVendored(root, outdir)
 useVendored(outdir, changed.map(outputOf))
+// The configuration's validator as code (scripts/config-validator.ts), again when its schema or
+// its writer changed. Without one written for its schema, loadConfig compiles the schema itself.
+if (changed.some((source) => source === join(root, 'config.ts') || source === join(root, 'scripts', 'config-validator.ts'))) {
+  execFileSync(process.execPath, [join(outdir, 'scripts', 'config-validator.js')], { stdio: 'inherit' })
+}
 const removed = stale.length > 0 ? `, ${stale.length} stale removed` : ''
 console.log(`dist/: ${changed.length} of ${sources.length} files built${removed} (${Math.round(performance.now() - started)} ms)`)
 

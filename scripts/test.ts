@@ -13,7 +13,7 @@
 // and the service starts threads (each app's embedded database, its hashing pool) that must load
 // tsx again. test/tasks/tasks.test.ts alone took 6.0–6.3 s of CPU under tsx and 3.9–4.0 s compiled.
 // esbuild strips the types file by file (checking them is `npm run typecheck`) in under a second.
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { dirname, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -62,6 +62,8 @@ for (const file of sources.filter((file) => /\.[cm]?js$/.test(file))) cpSync(fil
 // tests run the code that runs in production, and each test process loads them faster.
 await bundleVendored(root, outdir)
 useVendored(outdir, compiledFiles(outdir))
+// The configuration's validator as code, as the builds of the service write it.
+execFileSync(process.execPath, [join(outdir, 'scripts', 'config-validator.js')], { stdio: 'inherit' })
 
 const compiled = (file: string) => join(outdir, relative(root, resolve(file)).replace(/\.ts$/, '.js'))
 const isTestFile = (file: string) => file.endsWith('.test.ts')

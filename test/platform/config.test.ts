@@ -1,7 +1,9 @@
 // Configuration as loadConfig reads it: each bad value is one line naming the variable
 // (test/integration/server.test.ts checks that such a line stops the real process).
+import { createRequire } from 'node:module'
 import t from 'tap'
-import { ConfigError, loadConfig, SETTINGS } from '../../config.js'
+import type { ValidateFunction } from 'ajv'
+import { CONFIG_VALIDATOR_FILE, configAjv, configSchemaHash, configValidatorSchema, ConfigError, loadConfig, SETTINGS } from '../../config.js'
 import { TEST_SECRET } from '../support/helper.js'
 
 const refusal = (env: Record<string, string>): string => {
@@ -113,4 +115,22 @@ t.test('an empty value is unset, for every setting, as compose passes NAME: "$NA
   const config = withShell(allEmpty, () => loadConfig({ ...process.env, AUTH_JWT_SECRET: TEST_SECRET, NODE_ENV: 'production' }))
   t.match(config, { production: true, http: { port: 3002 }, payments: { secretKey: undefined, priceIds: [] }, email: { from: 'Task App <no-reply@localhost>' } },
     'all of them empty at once, in production: the defaults')
+})
+
+// The build writes the validator as code beside config.js (scripts/config-validator.ts), which
+// loadConfig uses when it was written for this schema: this build's, so the tests above ran it.
+t.test('the validator the build wrote is for this schema, and judges as ajv compiling it does', async (t) => {
+  const written = createRequire(import.meta.url)(`../../${CONFIG_VALIDATOR_FILE}`) as ValidateFunction & { schemaHash: string }
+  t.equal(written.schemaHash, configSchemaHash())
+  const compiled = configAjv().compile(configValidatorSchema())
+  const envs: Array<Record<string, string>> = [
+    {},
+    { PORT: '8080', DATABASE_POOL_MAX: '4', DATABASE_PREPARED_STATEMENTS: 'false', UNKNOWN_VARIABLE: 'dropped' },
+    { PORT: 'eighty', BCRYPT_ROUNDS: '99', APP_URL: 'ftp://x', LOG_LEVEL: 'loud' },
+    { AUTH_JWT_SECRET: 'short', TRUST_PROXY: '10.0.0.0/8, 1', DATABASE_POOLER: 'session' }
+  ]
+  for (const env of envs) {
+    const [a, b] = [{ ...env }, { ...env }]
+    t.same([written(a), a, written.errors], [compiled(b), b, compiled.errors], JSON.stringify(env))
+  }
 })
