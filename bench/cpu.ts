@@ -16,14 +16,17 @@ function machineBusyTicks (): number | undefined {
   }
 }
 
-export function processTicks (pid: number): number | undefined {
+/** User and system ticks of a `/proc` stat file: a process's (`/proc/<pid>/stat`) or one of its threads' (`/proc/<pid>/task/<tid>/stat`). */
+export function statTicks (file: string): number | undefined {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+    const fields = readFileSync(file, 'utf8').split(') ')[1]?.split(' ') ?? []
     return Number(fields[11]) + Number(fields[12])
   } catch {
     return undefined
   }
 }
+
+export const processTicks = (pid: number): number | undefined => statTicks(`/proc/${pid}/stat`)
 
 /**
  * PostgreSQL processes that are ours: backends of `database`, and (unless `backendsOnly`) the
@@ -48,6 +51,11 @@ function postgresPids (database: string | undefined, backendsOnly = false): numb
 /** CPU ticks of the PostgreSQL backends serving `database` (the server's own helpers left out). */
 export function backendTicks (database: string): number {
   return postgresPids(database, true).reduce((sum, pid) => sum + (processTicks(pid) ?? 0), 0)
+}
+
+/** The same, by backend: a window's use is each backend's ticks less its own at the start (a backend that ended meanwhile counts nothing, never less than nothing). */
+export function backendTicksByPid (database: string): Map<number, number> {
+  return new Map(postgresPids(database, true).map((pid) => [pid, processTicks(pid) ?? 0]))
 }
 
 export class CpuWatch {

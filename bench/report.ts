@@ -5,7 +5,7 @@ import os from 'node:os'
 import { fmt, log } from './log.js'
 import { NOISY } from './runs.js'
 import { GROWTH_USER_TASKS } from './seed.js'
-import type { Idle } from './idle.js'
+import { idleTotal, type Idle } from './idle.js'
 import type { BesidePostgres, CeilingKind, CeilingRun, DbKind, HealthUnderLoad, HeavyPages, Options, Timing, TimingPair } from './types.js'
 
 export interface Figures { rps: number, p50: number, p99: number }
@@ -203,7 +203,8 @@ export class Report {
       log(`start-up to the first /health 200: fresh database ${this.startupMs} ms, schema current ${this.startupCurrentMs ?? '—'} ms` +
         (pg ? `; on PostgreSQL ${pg.startupMs} ms and ${pg.startupCurrentMs} ms` : ''))
     }
-    const idleLine = (i: Idle) => `the service ${fmt(i.cpuPercent, 1)} % of a core${i.databaseCpuPercent === null ? '' : `, its database's backends ${fmt(i.databaseCpuPercent, 1)} %`} over ${i.seconds} s`
+    const idleLine = (i: Idle) => `the service ${fmt(i.cpuPercent, 1)} % of a core${i.databaseCpuPercent === null ? '' : `, its database's backends ${fmt(i.databaseCpuPercent, 1)} %`} over ${i.seconds} s` +
+      ` (the quieter of ${i.windows.length} windows: ${i.windows.map((w) => `${fmt(idleTotal(w), 1)} %`).join(', ')})`
     if (this.idle) log(`idle: ${idleLine(this.idle)}${pg?.idle ? `; on PostgreSQL ${idleLine(pg.idle)}` : ''}`)
     if (this.healthUnderLoad) log(`health.underLoad: ${probeLine(this.healthUnderLoad)}`)
     if (pg?.healthUnderLoad) log(`health.underLoad on PostgreSQL: ${probeLine(pg.healthUnderLoad)}`)
@@ -245,10 +246,10 @@ export class Report {
       }
     }
     const idleTarget = (label: string, idle: Idle | undefined) => {
-      if (idle?.cpuPercent == null) return
-      const total = idle.cpuPercent + (idle.databaseCpuPercent ?? 0)
+      const total = idle === undefined ? null : idleTotal(idle)
+      if (idle === undefined || total === null) return
       checks.push([`idle${label}: the service${idle.databaseCpuPercent === null ? ' uses' : ' and its database\'s backends use'} ≤ ${IDLE_MAX_PERCENT} % of a core with no request to serve`, total <= IDLE_MAX_PERCENT,
-        `${fmt(total, 1)} % over ${idle.seconds} s${idle.databaseCpuPercent === null ? '' : ` (${fmt(idle.cpuPercent, 1)} + ${fmt(idle.databaseCpuPercent, 1)} %)`}`, true])
+        `${fmt(total, 1)} % over ${idle.seconds} s${idle.databaseCpuPercent === null ? '' : ` (${fmt(idle.cpuPercent, 1)} + ${fmt(idle.databaseCpuPercent, 1)} %)`}, the quieter of ${idle.windows.length} windows`, true])
     }
     idleTarget(db === 'pglite' ? ' (PGlite)' : '', this.idle)
     idleTarget(' (PostgreSQL)', this.besidePostgres?.idle)
