@@ -12,15 +12,16 @@ import { crc32 } from 'node:zlib'
 import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import {
-  countActiveApiKeys, insertApiKey, listLiveApiKeys, revokeApiKey, revokeApiKeysByHash, revokeApiKeysOfUser, touchApiKey, userForApiKey
+  countActiveApiKeys, insertApiKey, listLiveApiKeys, revokeApiKey, revokeApiKeysByHash, revokeApiKeysOfUser, touchApiKey, userForApiKey,
+  type KeyAsk, type KeyHolderRow
 } from '../db/api-keys.js'
 import { recordSecurityEvent } from '../db/security-events.js'
 import type { ApiKeyRow, Database, UserRow } from '../db/types.js'
-import { findUserById, lockUser } from '../db/users.js'
+import { findUserById, lockUser, userOfHolder } from '../db/users.js'
 import { ApiKeyLimitReachedError, ApiKeyNotFoundError, rateLimited, UnauthorizedError, ValidationError } from '../errors.js'
 import { API_KEY_LENGTH, API_KEY_SCOPES, type ApiKeyScope } from '../schemas/api-keys.js'
 import { hashToken } from '../token-hash.js'
-import type { CredentialReader } from './credentials.js'
+import type { CredentialReader, Principal } from './credentials.js'
 import type { ApiKeyEvent } from '../mail/messages.js'
 import type { AccountEmail, AccountMail } from './mail.js'
 import { recordedClient, type Counters, type SignInLimits } from './limits.js'
@@ -224,28 +225,83 @@ export interface ApiKeyReaderDependencies {
 /** `lastUsedAt` is written at most once a minute. */
 const LAST_USED_RESOLUTION_MS = 60_000
 const LIMIT_WINDOW_MS = 60_000
+/** Keys whose owner and scopes this process keeps (the oldest seen go first). */
+const MAX_KNOWN_KEYS = 10_000
+
+/** The API key's reader, and its side of a route whose statement checks the key itself. */
+export interface ApiKeyReader extends CredentialReader {
+  /**
+   * On a route whose statement reads the key's holder (`keyInStatement`,
+   * plugins/app/authenticate.ts): what that statement asks, once this process has seen the key
+   * live (its owner and scopes never change) and it holds the route's `scopes`, with its
+   * per-minute count taken (429 past it, or 401 for a key that no longer lives). Undefined
+   * otherwise: the hook reads the key as on every route. 401 for a malformed key.
+   */
+  ask: (key: string, scopes: readonly string[]) => Promise<KeyAsk | undefined>
+  /** The principal of a key whose statement read its holder: 401 without a row (a key no longer live, forgotten then). */
+  principalOf: (key: KeyAsk, holder: KeyHolderRow | undefined, client: () => Client) => Promise<Principal>
+}
+
+interface KnownKey { keyId: string, userId: string, scopes: ReadonlySet<string> }
 
 /**
  * The API key: its checksum first (a typo or a forged key costs no query), then the user and
  * the key's scopes in one prepared query, then the key's own limit. Takes only what starts
  * with `tsk_`: put it before the session token's reader, which takes anything.
+ *
+ * What it keeps of the keys it has read live (their hash, id, owner and scopes, none of which
+ * ever changes for a key) lets a route's own statement check one (`ask`): whether it still
+ * lives is read there, with the route's data, on every request. A key never read live here is
+ * never kept, so keys that do not exist cannot fill the map.
  */
-export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependencies): CredentialReader {
+export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependencies): ApiKeyReader {
+  const known = new Map<string, KnownKey>()
+  const remember = (keyHash: string, key: KnownKey) => {
+    if (known.has(keyHash)) return
+    if (known.size >= MAX_KNOWN_KEYS) known.delete(known.keys().next().value!)
+    known.set(keyHash, key)
+  }
+  const admit = async (keyId: string, keyHash: string, checkedLive: boolean) => {
+    if (perMinute === 0) return
+    const { count, ttlMs } = await counters.increment(`api-key:${keyId}`, LIMIT_WINDOW_MS)
+    if (count <= perMinute) return
+    // A key that no longer lives is refused as such (401), not as one over its limit.
+    if (!checkedLive && (await userForApiKey.run(db, { keyHash })).length === 0) throw new UnauthorizedError()
+    throw rateLimited(Math.max(1, Math.ceil(ttlMs / 1000)))
+  }
+  const principalOf = async (row: KeyHolderRow, clientOf: () => Client): Promise<Principal> => {
+    const { key_id: keyId, key_scopes: scopes, key_last_used_at: lastUsedAt } = row
+    if (lastUsedAt === null || Date.now() - Date.parse(lastUsedAt) >= LAST_USED_RESOLUTION_MS) {
+      await touchApiKey(db, keyId, recordedClient(clientOf()).address)
+    }
+    return { user: userOfHolder(row), session: null, scopes: new Set(scopes.split(' ')), apiKeyId: keyId }
+  }
   return {
     takes: isApiKeyShaped,
     async read (key, clientOf) {
       if (!isWellFormedApiKey(key)) throw new UnauthorizedError()
-      const [row] = await userForApiKey.run(db, { keyHash: hashToken(key) })
+      const keyHash = hashToken(key)
+      const [row] = await userForApiKey.run(db, { keyHash })
       if (row === undefined) throw new UnauthorizedError()
-      const { key_id: keyId, key_scopes: scopes, key_last_used_at: lastUsedAt, ...user } = row
-      if (perMinute > 0) {
-        const { count, ttlMs } = await counters.increment(`api-key:${keyId}`, LIMIT_WINDOW_MS)
-        if (count > perMinute) throw rateLimited(Math.max(1, Math.ceil(ttlMs / 1000)))
+      remember(keyHash, { keyId: row.key_id, userId: row.id, scopes: new Set(row.key_scopes.split(' ')) })
+      await admit(row.key_id, keyHash, true)
+      return principalOf(row, clientOf)
+    },
+    async ask (key, scopes) {
+      if (!isWellFormedApiKey(key)) throw new UnauthorizedError()
+      const keyHash = hashToken(key)
+      const seen = known.get(keyHash)
+      if (seen === undefined || !scopes.every((scope) => seen.scopes.has(scope))) return undefined
+      await admit(seen.keyId, keyHash, false)
+      return { keyHash, userId: seen.userId }
+    },
+    async principalOf (ask, holder, clientOf) {
+      if (holder === undefined) {
+        // No longer live: forgotten, so its next request meets the hook's own read (one cheap query).
+        known.delete(ask.keyHash)
+        throw new UnauthorizedError()
       }
-      if (lastUsedAt === null || Date.now() - Date.parse(lastUsedAt) >= LAST_USED_RESOLUTION_MS) {
-        await touchApiKey(db, keyId, recordedClient(clientOf()).address)
-      }
-      return { user, session: null, scopes: new Set(scopes.split(' ')), apiKeyId: keyId }
+      return principalOf(holder, clientOf)
     }
   }
 }

@@ -1,24 +1,41 @@
 // Personal API keys (auth-extensions §5, docs/api-keys.md): rows of the api_keys table. A key
 // lives while `revoked_at` is null or still ahead (a rotated key's grace) and `expires_at` is
 // null or ahead; both are compared with the database's clock, in the query that reads the key.
-import { sql, type Expression, type Kysely, type SqlBool } from 'kysely'
+import { sql, type Expression, type Kysely, type QueryCreator, type SqlBool } from 'kysely'
 import { prepareQuery } from './statements.js'
-import type { ApiKeyRow, ApiKeysTable, Database } from './types.js'
+import type { ApiKeyRow, ApiKeysTable, Database, UserRow } from './types.js'
 import { USER_COLUMNS } from './users.js'
 
 /** Alive now: not revoked (or its grace still runs), not expired. */
 const live = (): Expression<SqlBool> =>
   sql<SqlBool>`(api_keys.revoked_at is null or api_keys.revoked_at > now()) and (api_keys.expires_at is null or api_keys.expires_at > now())`
 
-// The user a key names, and the key's scopes, in one round trip per request, prepared once
-// (db/engine/prepared.ts): what a key costs, beside the JWT's user_for_token.
-export const userForApiKey = prepareQuery('user_for_api_key', (db, p: { keyHash: string }) =>
+/** The live key with this hash and its user: the user's columns and the key's id, scopes and last use. */
+const liveKeyHolder = (db: QueryCreator<Database>, keyHash: string) =>
   db.selectFrom('api_keys')
     .innerJoin('users', 'users.id', 'api_keys.user_id')
     .select(USER_COLUMNS.map((column) => `users.${column}` as const))
     .select(['api_keys.id as key_id', 'api_keys.scopes as key_scopes', 'api_keys.last_used_at as key_last_used_at'])
-    .where('api_keys.key_hash', '=', p.keyHash)
-    .where(live()))
+    .where('api_keys.key_hash', '=', keyHash)
+    .where(live())
+
+// The user a key names, and the key's scopes, in one round trip, prepared once
+// (db/engine/prepared.ts): the key's check on the routes whose statement does not read it.
+export const userForApiKey = prepareQuery('user_for_api_key', (db, p: { keyHash: string }) => liveKeyHolder(db, p.keyHash))
+
+/** A key a route's statement checks itself: its hash, and the user it was made for (a key never changes owner). */
+export interface KeyAsk { keyHash: string, userId: string }
+
+/** A row of keyHolder: the user's columns and the key's. */
+export type KeyHolderRow = UserRow & { key_id: string, key_scopes: string, key_last_used_at: string | null }
+
+/**
+ * The key's holder as a route's statement reads it, its CTE `holder` (the API key's side of
+ * `tokenInStatement`, plugins/app/authenticate.ts): a row only while the key lives and is the
+ * user's. Revoked, expired, deleted with its account: no row, so the statement reads or writes
+ * nothing, and the key is refused (401) as the hook's own query would refuse it.
+ */
+export const keyHolder = (db: QueryCreator<Database>, p: KeyAsk) => liveKeyHolder(db, p.keyHash).where('api_keys.user_id', '=', p.userId)
 
 /** `lastUsedAt` and `lastUsedAddress`, at most once a minute whatever the instances racing to write them. */
 export async function touchApiKey (db: Kysely<Database>, id: string, address: string | null): Promise<void> {

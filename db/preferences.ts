@@ -4,6 +4,7 @@ import type { Preferences, Toggle } from '../schemas/preferences.js'
 import type { TaskStatus } from '../schemas/tasks.js'
 import { prepareQuery } from './statements.js'
 import type { Database, PreferencesRow } from './types.js'
+import { keyHolder, type KeyAsk, type KeyHolderRow } from './api-keys.js'
 import { tokenHolder, tokenHolds, type TokenAsk, type WithHolder } from './users.js'
 
 const toggle = (on: boolean): Toggle => on ? 'enabled' : 'disabled'
@@ -86,6 +87,24 @@ export async function readPreferencesForToken (db: Kysely<Database>, token: Toke
   const [row] = await preferencesForToken.run(db, token)
   if (row === undefined) return undefined
   if (row.preferences_of === null) throw new MissingPreferencesError(token.userId)
+  return { holder: row, result: toPreferences(row as PreferenceFields) }
+}
+
+// The same with an API key's check (`keyInStatement`): the key's holder (db/api-keys.ts,
+// keyHolder) beside the preferences; no row when the key does not live.
+const preferencesForKey = prepareQuery('preferences_get_for_key', (db, p: KeyAsk) => db
+  .with('holder', (db) => keyHolder(db, p))
+  .selectFrom('holder')
+  .leftJoin('user_preferences', 'user_preferences.user_id', 'holder.id')
+  .selectAll('holder')
+  .select('user_preferences.user_id as preferences_of')
+  .select(PREFERENCE_COLUMNS.map((column) => `user_preferences.${column}` as const)))
+
+/** readPreferences, reading the API key's holder in the same statement; undefined when the key does not live. */
+export async function readPreferencesForKey (db: Kysely<Database>, key: KeyAsk): Promise<WithHolder<Preferences, KeyHolderRow> | undefined> {
+  const [row] = await preferencesForKey.run(db, key)
+  if (row === undefined) return undefined
+  if (row.preferences_of === null) throw new MissingPreferencesError(key.userId)
   return { holder: row, result: toPreferences(row as PreferenceFields) }
 }
 

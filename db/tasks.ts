@@ -3,6 +3,7 @@ import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely'
 import type { CreateTaskBody, Task, TaskStatus, UpdateTaskBody } from '../schemas/tasks.js'
 import { prepareQuery } from './statements.js'
 import type { Database, TaskRow } from './types.js'
+import { keyHolder, type KeyAsk, type KeyHolderRow } from './api-keys.js'
 import { tokenHolder, tokenHolds, type TokenAsk, type WithHolder } from './users.js'
 
 type TaskFields = Omit<TaskRow, 'user_id' | 'answer'>
@@ -141,10 +142,25 @@ const renderedPageForTokenQuery = (byStatus: boolean) => prepareQuery(byStatus ?
       .select(RENDERED_COLUMNS)
       .where(tokenHolds(p.iat))
   })
+// The same with an API key's check (`keyInStatement`): the key's holder (db/api-keys.ts,
+// keyHolder) beside the page; no row when the key does not live.
+const renderedPageForKeyQuery = (byStatus: boolean) => prepareQuery(byStatus ? 'tasks_page_json_by_status_for_key' : 'tasks_page_json_for_key',
+  (db, p: ListParams & KeyAsk) => {
+    const status = byStatus ? p.status : undefined
+    return withCounts(db, p, status)
+      .with('holder', (db) => keyHolder(db, p))
+      .selectFrom('holder')
+      .crossJoin('counts')
+      .crossJoin(renderedPage(db, p, status))
+      .selectAll('holder')
+      .select(RENDERED_COLUMNS)
+  })
 /** The statements GET /tasks runs: without a status filter and with one. */
 export const tasksPageJson = { all: renderedPageQuery(false), byStatus: renderedPageQuery(true) }
 /** The same, reading the token's holder too (`tokenInStatement`). */
 export const tasksPageJsonForToken = { all: renderedPageForTokenQuery(false), byStatus: renderedPageForTokenQuery(true) }
+/** The same, reading an API key's holder (`keyInStatement`). */
+export const tasksPageJsonForKey = { all: renderedPageForKeyQuery(false), byStatus: renderedPageForKeyQuery(true) }
 
 /** A page as PostgreSQL joined it: `data` is the JSON text of the page's array of Task. */
 export interface RenderedTaskPage {
@@ -172,6 +188,17 @@ export async function listTasksForToken (
 ): Promise<WithHolder<RenderedTaskPage> | undefined> {
   const params = { ...listParams(token.userId, query), jti: token.jti, iat: token.iat }
   const [row] = await tasksPageJsonForToken[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
+  return row === undefined ? undefined : { holder: row, result: renderedTaskPage(row, params) }
+}
+
+/** listTasks, reading the API key's holder in the same statement; undefined when the key does not live. */
+export async function listTasksForKey (
+  db: Kysely<Database>,
+  key: KeyAsk,
+  query: { status?: TaskStatus, limit?: number, offset?: number }
+): Promise<WithHolder<RenderedTaskPage, KeyHolderRow> | undefined> {
+  const params = { ...listParams(key.userId, query), keyHash: key.keyHash }
+  const [row] = await tasksPageJsonForKey[query.status === undefined ? 'all' : 'byStatus'].run(db, params)
   return row === undefined ? undefined : { holder: row, result: renderedTaskPage(row, params) }
 }
 
@@ -232,31 +259,52 @@ export const createTaskStatement = prepareQuery('tasks_create', (db, p: CreatePa
   .selectFrom('task')
   .select(TASK_COLUMNS))
 
+/** The task's columns beside its holder's, whose names (`id`, `created_at`, `updated_at`) they share: prefixed. */
+const TASK_BESIDE_HOLDER = [
+  'task.id as task_id', 'task.title as task_title', 'task.description as task_description', 'task.status as task_status',
+  'task.due_date as task_due_date', 'task.completed_at as task_completed_at', 'task.created_at as task_created_at',
+  'task.updated_at as task_updated_at'
+] as const
+
+/** The columns a new task is written with, and their values: the holder's user, the request's fields. */
+const NEW_TASK_COLUMNS = ['user_id', 'title', 'description', 'status', 'due_date', 'completed_at'] as const
+const newTaskOfHolder = (p: CreateParams) => [
+  'holder.id as user_id',
+  sql<string>`${p.title}::text`.as('title'),
+  sql<string | null>`${p.description}::text`.as('description'),
+  sql<TaskStatus>`${p.status}::task_status`.as('status'),
+  sql<string | null>`${p.dueDate}::timestamptz`.as('due_date'),
+  sql<string | null>`case when ${p.status}::task_status = 'completed' then now() end`.as('completed_at')
+] as const
+
 // The same with the token's check (`tokenInStatement`): the task is written only for a token
 // that holds (db/users.ts, tokenHolds: the rules accounts/credentials.ts applies to the holder
 // row, which comes back beside the task, or without one when the token does not hold).
 export const createTaskForTokenStatement = prepareQuery('tasks_create_for_token', (db, p: CreateParams & TokenAsk) => db
   .with('holder', (db) => tokenHolder(db, p))
   .with('task', (db) => db.insertInto('tasks')
-    .columns(['user_id', 'title', 'description', 'status', 'due_date', 'completed_at'])
-    .expression((eb) => eb.selectFrom('holder').where(tokenHolds(p.iat)).select([
-      'holder.id as user_id',
-      sql<string>`${p.title}::text`.as('title'),
-      sql<string | null>`${p.description}::text`.as('description'),
-      sql<TaskStatus>`${p.status}::task_status`.as('status'),
-      sql<string | null>`${p.dueDate}::timestamptz`.as('due_date'),
-      sql<string | null>`case when ${p.status}::task_status = 'completed' then now() end`.as('completed_at')
-    ]))
+    .columns(NEW_TASK_COLUMNS)
+    .expression((eb) => eb.selectFrom('holder').where(tokenHolds(p.iat)).select(newTaskOfHolder(p)))
     .returning(['user_id', ...TASK_COLUMNS]))
   .with('event', recordTaskCreated)
   .selectFrom('holder')
   .leftJoin('task', (join) => join.onTrue())
   .selectAll('holder')
-  .select([
-    'task.id as task_id', 'task.title as task_title', 'task.description as task_description', 'task.status as task_status',
-    'task.due_date as task_due_date', 'task.completed_at as task_completed_at', 'task.created_at as task_created_at',
-    'task.updated_at as task_updated_at'
-  ]))
+  .select(TASK_BESIDE_HOLDER))
+
+// The same with an API key's check (`keyInStatement`): the task is written only while the key
+// lives (db/api-keys.ts, keyHolder), whose holder row comes back beside it; no row otherwise.
+export const createTaskForKeyStatement = prepareQuery('tasks_create_for_key', (db, p: CreateParams & KeyAsk) => db
+  .with('holder', (db) => keyHolder(db, p))
+  .with('task', (db) => db.insertInto('tasks')
+    .columns(NEW_TASK_COLUMNS)
+    .expression((eb) => eb.selectFrom('holder').select(newTaskOfHolder(p)))
+    .returning(['user_id', ...TASK_COLUMNS]))
+  .with('event', recordTaskCreated)
+  .selectFrom('holder')
+  .innerJoin('task', (join) => join.onTrue())
+  .selectAll('holder')
+  .select(TASK_BESIDE_HOLDER))
 
 const createParams = (userId: string, body: CreateTaskBody): CreateParams => ({
   userId,
@@ -280,19 +328,25 @@ export async function createTask (db: Kysely<Database>, userId: string, body: Cr
 export async function createTaskForToken (db: Kysely<Database>, token: TokenAsk, body: CreateTaskBody): Promise<WithHolder<Task | undefined> | undefined> {
   const [row] = await createTaskForTokenStatement.run(db, { ...createParams(token.userId, body), jti: token.jti, iat: token.iat })
   if (row === undefined) return undefined
-  const task = row.task_id === null
-    ? undefined
-    : toTask({
-      id: row.task_id,
-      title: row.task_title!,
-      description: row.task_description,
-      status: row.task_status!,
-      due_date: row.task_due_date,
-      completed_at: row.task_completed_at,
-      created_at: row.task_created_at!,
-      updated_at: row.task_updated_at!
-    })
-  return { holder: row, result: task }
+  return { holder: row, result: row.task_id === null ? undefined : taskBesideHolder(row) }
+}
+
+/** The task of a row that has one beside its holder's columns (TASK_BESIDE_HOLDER). */
+const taskBesideHolder = (row: { [K in keyof TaskFields as `task_${K}`]: TaskFields[K] | null }): Task => toTask({
+  id: row.task_id!,
+  title: row.task_title!,
+  description: row.task_description,
+  status: row.task_status!,
+  due_date: row.task_due_date,
+  completed_at: row.task_completed_at,
+  created_at: row.task_created_at!,
+  updated_at: row.task_updated_at!
+})
+
+/** createTask, reading the API key's holder in the same statement; undefined (no task written) when the key does not live. */
+export async function createTaskForKey (db: Kysely<Database>, key: KeyAsk, body: CreateTaskBody): Promise<WithHolder<Task, KeyHolderRow> | undefined> {
+  const [row] = await createTaskForKeyStatement.run(db, { ...createParams(key.userId, body), keyHash: key.keyHash })
+  return row === undefined ? undefined : { holder: row, result: taskBesideHolder(row) }
 }
 
 /** Applies the given fields; `undefined` leaves a field as it is. Undefined result: no such task for this user. */

@@ -88,8 +88,8 @@ export type TokenHolderRow = UserRow & {
   other_tokens_ended_at: string | null
 }
 
-/** What a statement that reads the token's holder itself gives: the holder's row and its own result. */
-export interface WithHolder<T> { holder: TokenHolderRow, result: T }
+/** What a statement that reads the credential's holder itself gives: the holder's row (a token's, or an API key's: db/api-keys.ts, KeyHolderRow) and its own result. */
+export interface WithHolder<T, H = TokenHolderRow> { holder: H, result: T }
 
 /** The token a statement reading its holder itself asks about: its user, its id and when it was issued. */
 export interface TokenAsk { userId: string, jti: string, iat: number }
@@ -124,6 +124,22 @@ export interface TokenHolder {
   earliestSessionlessIat: number
 }
 
+/**
+ * The user of a holder row (a token's or an API key's), its columns named, never the rest of
+ * the row: a route's statement returns its own columns beside these.
+ */
+export const userOfHolder = (row: UserRow): UserRow => ({
+  id: row.id,
+  name: row.name,
+  email: row.email,
+  password: row.password,
+  image: row.image,
+  email_verified: row.email_verified,
+  password_changed_at: row.password_changed_at,
+  created_at: row.created_at,
+  updated_at: row.updated_at
+})
+
 /** A tokenHolder row as what a token check learns; undefined (no row) for a revoked token or a deleted user. */
 export function toTokenHolder (row: TokenHolderRow | undefined): TokenHolder | undefined {
   if (row === undefined) return undefined
@@ -131,20 +147,8 @@ export function toTokenHolder (row: TokenHolderRow | undefined): TokenHolder | u
     session_id: sessionId, session_ended_at: endedAt, session_last_seen_at: lastSeenAt, session_method: method, session_methods: methods,
     session_verified_at: verifiedAt, other_tokens_ended_at: othersEndedAt
   } = row
-  // Named, not the rest of the row: a route's statement returns its own columns beside these.
-  const user: UserRow = {
-    id: row.id,
-    name: row.name,
-    email: row.email,
-    password: row.password,
-    image: row.image,
-    email_verified: row.email_verified,
-    password_changed_at: row.password_changed_at,
-    created_at: row.created_at,
-    updated_at: row.updated_at
-  }
   return {
-    user,
+    user: userOfHolder(row),
     session: sessionId === null ? null : { endedAt, lastSeenAt: lastSeenAt!, methods: methodsOf(methods, method!), verifiedAt },
     earliestSessionlessIat: othersEndedAt === null ? 0 : Math.floor(Date.parse(othersEndedAt) / 1000) + 1
   }

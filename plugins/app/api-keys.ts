@@ -3,8 +3,7 @@
 // with each key's per-minute count (API_KEY_RATE_LIMIT_MAX) in Redis when REDIS_URL is set, so
 // every instance shares it, otherwise in memory. Dead keys' rows go after 30 days.
 import fp from 'fastify-plugin'
-import { apiKeyReader, apiKeyService, type ApiKeys } from '../../accounts/api-keys.js'
-import type { CredentialReader } from '../../accounts/credentials.js'
+import { apiKeyReader, apiKeyService, type ApiKeyReader, type ApiKeys } from '../../accounts/api-keys.js'
 import { memoryCounters } from '../../accounts/limits.js'
 import { outboxMail } from '../../accounts/mail.js'
 import { purgeDeadApiKeys } from '../../db/api-keys.js'
@@ -13,7 +12,7 @@ import { redisCounters } from './sign-in-limits.js'
 declare module 'fastify' {
   interface FastifyInstance {
     apiKeys: ApiKeys
-    apiKeyReader: CredentialReader
+    apiKeyReader: ApiKeyReader
   }
 }
 

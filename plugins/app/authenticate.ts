@@ -15,6 +15,7 @@ import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import type { UserRow } from '../../db/types.js'
 import { holderCache, type HolderCache } from '../../accounts/holder-cache.js'
+import type { KeyAsk, KeyHolderRow } from '../../db/api-keys.js'
 import { sendTokenHolderNotices, TOKEN_HOLDER_CHANNEL, toTokenHolder, toUser, type TokenAsk, type WithHolder } from '../../db/users.js'
 import type { User } from '../../schemas/users.js'
 import type { VerifiedClaims } from '../external/jwt.js'
@@ -48,28 +49,43 @@ declare module 'fastify' {
     /**
      * The route's statement reads the session token's holder itself (db/users.ts, tokenHolder),
      * saving the token check's own round trip: its handler runs its work through
-     * request.authenticatedBy. Only for a session token; an API key, or a request with an
-     * Idempotency-Key (whose record is looked up for the user before the route runs), is
-     * checked by the hook as on every route. Never with `stepUp`.
+     * request.authenticatedBy. Only for a session token (an API key: `keyInStatement`); a
+     * request with an Idempotency-Key (whose record is looked up for the user before the route
+     * runs) is checked by the hook as on every route. Never with `stepUp`.
      */
     tokenInStatement?: boolean
+    /**
+     * The same for an API key (db/api-keys.ts, keyHolder): the route's statement reads whether
+     * the key lives, beside its data, and its handler passes request.authenticatedBy the
+     * statement for a key. Only on a route that names scopes, for a key this process has read
+     * live before (its owner and scopes are kept: accounts/api-keys.ts, ask); any other key is
+     * checked by the hook, and so is any request with an Idempotency-Key. Never with `stepUp`.
+     */
+    keyInStatement?: boolean
   }
   interface FastifyRequest {
     /** Who asks, once authenticated: the user, the session behind the credential, its scopes. */
     principal: Principal
     /**
      * The id of the user who asks: the authenticated user's, or on a `tokenInStatement` route
-     * before its statement has checked the token, the id its verified signature names (for
-     * lining up its requests, plugins/app/user-turns.ts; never for reading its data).
+     * before its statement has checked the token, the id its verified signature names (on a
+     * `keyInStatement` route, the owner kept for the key), for lining up its requests
+     * (plugins/app/user-turns.ts; never for reading its data).
      */
     readonly userId: string
     /**
      * Runs the route's work. On a `tokenInStatement` route whose token the hook left to it:
      * `withToken`, a statement that also reads the token's holder, whose row is then checked as
      * the hook would have (accounts/credentials.ts, checkTokenHolder: 401 when it does not hold),
-     * setting the principal. Otherwise `alone`, for the authenticated user.
+     * setting the principal. On a `keyInStatement` route whose API key the hook left to it:
+     * `withKey`, likewise (401 without the key's row). Otherwise `alone`, for the authenticated user.
      */
-    authenticatedBy: <T>(withToken: (token: TokenAsk) => Promise<WithHolder<T> | undefined>, alone: (userId: string) => Promise<T>) => Promise<T>
+    authenticatedBy: <T>(
+      withToken: (token: TokenAsk) => Promise<WithHolder<T> | undefined>,
+      alone: (userId: string) => Promise<T>,
+      /** On a `keyInStatement` route: its statement for an API key, which reads the key's holder too. */
+      withKey?: (key: KeyAsk) => Promise<WithHolder<T, KeyHolderRow> | undefined>
+    ) => Promise<T>
   }
   interface FastifyInstance {
     authenticate: onRequestHookHandler
@@ -99,7 +115,9 @@ function presentedCredential (request: FastifyRequest): { credential: string, fr
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 /** A `tokenInStatement` request's verified claims, until its statement has checked the token. */
 const kTokenClaims = Symbol('token claims for the statement')
-type WithClaims = FastifyRequest & { [kTokenClaims]: VerifiedTokenClaims | null }
+/** A `keyInStatement` request's API key, until its statement has checked it. */
+const kKeyAsk = Symbol('API key for the statement')
+type WithClaims = FastifyRequest & { [kTokenClaims]: VerifiedTokenClaims | null, [kKeyAsk]: KeyAsk | null }
 const PURGE_INTERVAL_MS = 10 * 60_000
 
 export default fp(async function authenticate (fastify) {
@@ -112,21 +130,38 @@ export default fp(async function authenticate (fastify) {
   // token (we set it); a key is read only from the Authorization header.
   const holders = keptHolders(fastify)
   const sessionReader = sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token), holders })
-  const headerReaders: CredentialReader[] = [fastify.apiKeyReader, sessionReader]
+  const keyReader = fastify.apiKeyReader
+  const headerReaders: CredentialReader[] = [keyReader, sessionReader]
   const cookieReaders: CredentialReader[] = [sessionReader]
 
   fastify.decorateRequest('user', null as unknown as UserRow)
   fastify.decorateRequest('principal', null as unknown as Principal)
   fastify.decorateRequest(kTokenClaims, null)
+  fastify.decorateRequest(kKeyAsk, null)
   fastify.decorateRequest('userId', {
-    getter (this: FastifyRequest) { return this.user === null ? (this as WithClaims)[kTokenClaims]!.sub : this.user.id }
+    getter (this: FastifyRequest) {
+      if (this.user !== null) return this.user.id
+      const request = this as WithClaims
+      return request[kTokenClaims]?.sub ?? request[kKeyAsk]!.userId
+    }
   })
   fastify.decorateRequest('authenticatedBy', async function authenticatedBy<T> (
     this: FastifyRequest,
     withToken: (token: TokenAsk) => Promise<WithHolder<T> | undefined>,
-    alone: (userId: string) => Promise<T>
+    alone: (userId: string) => Promise<T>,
+    withKey?: (key: KeyAsk) => Promise<WithHolder<T, KeyHolderRow> | undefined>
   ): Promise<T> {
     const request = this as WithClaims
+    const key = request[kKeyAsk]
+    if (key !== null) {
+      if (withKey === undefined) throw new Error(`${request.method} ${request.routeOptions.url ?? ''} is keyInStatement: its handler gives request.authenticatedBy no statement for a key`)
+      const found = await withKey(key)
+      const principal = await keyReader.principalOf(key, found?.holder, () => clientOf(request))
+      request[kKeyAsk] = null
+      request.principal = principal
+      request.user = principal.user
+      return found!.result
+    }
     const claims = request[kTokenClaims]
     if (claims === null) return alone(request.user.id)
     const ticket = holders?.ticket()
@@ -152,7 +187,7 @@ export default fp(async function authenticate (fastify) {
   // One hook per route, knowing the scopes it names. A credential that is no session (an API
   // key) reaches only the routes that name scopes (403 API_KEY_NOT_ALLOWED elsewhere: the
   // account, sign-in and billing routes), and only with those scopes (403 INSUFFICIENT_SCOPE).
-  const authenticateFor = (scopes: readonly string[] | undefined, inStatement = false): onRequestHookHandler => async function authenticate (request: FastifyRequest) {
+  const authenticateFor = (scopes: readonly string[] | undefined, inStatement: { token?: boolean, key?: boolean } = {}): onRequestHookHandler => async function authenticate (request: FastifyRequest) {
     const presented = presentedCredential(request)
     if (presented === undefined) throw new UnauthorizedError()
     const fromCookie = presented.from === 'cookie'
@@ -161,7 +196,19 @@ export default fp(async function authenticate (fastify) {
     // A session token (the session reader's, the first to take it; a session holds every
     // scope), left to the route's statement: its signature and times are checked here, its
     // holder by request.authenticatedBy, unless it is kept (then the route's statement runs alone).
-    if (inStatement && request.headers['idempotency-key'] === undefined && readers.find((reader) => reader.takes(presented.credential)) === sessionReader) {
+    const reader = (inStatement.token === true || inStatement.key === true) && request.headers['idempotency-key'] === undefined
+      ? readers.find((reader) => reader.takes(presented.credential))
+      : undefined
+    // An API key this process has read live before, left to the route's statement likewise:
+    // its form, scopes and limit checked here (accounts/api-keys.ts, ask).
+    if (inStatement.key === true && reader === keyReader) {
+      const key = await keyReader.ask(presented.credential, scopes!)
+      if (key !== undefined) {
+        (request as WithClaims)[kKeyAsk] = key
+        return
+      }
+    }
+    if (inStatement.token === true && reader === sessionReader) {
       const claims = sessionReader.claims(presented.credential)
       const kept = holders?.get(claims.sub, claims.jti)
       if (kept === undefined) {
@@ -203,32 +250,34 @@ export default fp(async function authenticate (fastify) {
     await fastify.stepUp.assertFresh(request.principal)
   }
 
-  // Fails closed: a `tokenInStatement` route that answered without running its work through
-  // request.authenticatedBy answers 500, never its data unchecked.
+  // Fails closed: a `tokenInStatement` or `keyInStatement` route that answered without running
+  // its work through request.authenticatedBy answers 500, never its data unchecked.
   const checkedByStatement: onSendHookHandler = function checkedByStatement (request, reply, payload, done) {
-    if ((request as WithClaims)[kTokenClaims] !== null && reply.statusCode < 400) {
-      done(new Error(`${request.method} ${request.routeOptions.url ?? ''} answered without checking its token (request.authenticatedBy)`))
+    if (((request as WithClaims)[kTokenClaims] !== null || (request as WithClaims)[kKeyAsk] !== null) && reply.statusCode < 400) {
+      done(new Error(`${request.method} ${request.routeOptions.url ?? ''} answered without checking its credential (request.authenticatedBy)`))
       return
     }
     done(null, payload)
   }
 
   fastify.addHook('onRoute', (route) => {
-    const { public: isPublic, stepUp, scopes, tokenInStatement } = route.config ?? {}
+    const { public: isPublic, stepUp, scopes, tokenInStatement, keyInStatement } = route.config ?? {}
     if (isPublic === true) {
-      if (stepUp === true || scopes !== undefined || tokenInStatement !== undefined) {
-        throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for a step-up, scopes or a token check in its statement`)
+      if (stepUp === true || scopes !== undefined || tokenInStatement !== undefined || keyInStatement !== undefined) {
+        throw new Error(`${String(route.method)} ${route.url} is public: it cannot ask for a step-up, scopes or a credential check in its statement`)
       }
       if (route.schema !== undefined) route.schema.security = []
       return
     }
-    if (tokenInStatement === true && stepUp === true) throw new Error(`${String(route.method)} ${route.url}: a step-up is checked before the route runs, not in its statement`)
+    const inStatement = { token: tokenInStatement === true, key: keyInStatement === true }
+    if ((inStatement.token || inStatement.key) && stepUp === true) throw new Error(`${String(route.method)} ${route.url}: a step-up is checked before the route runs, not in its statement`)
+    if (inStatement.key && scopes === undefined) throw new Error(`${String(route.method)} ${route.url}: keyInStatement on a route no API key may use (it names no scopes)`)
     // After the route's other onRequest hooks, the global rate limit's among them (its onRoute
     // hook ran first): a request over the limit is refused before its token costs a query.
     const existing = route.onRequest === undefined ? [] : [route.onRequest].flat()
-    const check = tokenInStatement === true ? authenticateFor(scopes, true) : scopes === undefined ? fastify.authenticate : authenticateFor(scopes)
+    const check = inStatement.token || inStatement.key ? authenticateFor(scopes, inStatement) : scopes === undefined ? fastify.authenticate : authenticateFor(scopes)
     route.onRequest = [...existing, check, ...(stepUp === true ? [requireStepUp] : [])]
-    if (tokenInStatement === true) route.onSend = [...(route.onSend === undefined ? [] : [route.onSend].flat()), checkedByStatement]
+    if (inStatement.token || inStatement.key) route.onSend = [...(route.onSend === undefined ? [] : [route.onSend].flat()), checkedByStatement]
     // The document says what the hooks enforce, so it cannot drift from them.
     if (route.schema !== undefined) {
       // An API key's scheme lists the scopes a key needs here (OpenAPI 3.1 allows them on any scheme).

@@ -3,7 +3,7 @@
 // client's vocabulary: either name of the default task status, "enabled"/"disabled" or
 // booleans for the notification settings.
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { readPreferences, readPreferencesForToken, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
+import { readPreferences, readPreferencesForKey, readPreferencesForToken, toPreferences, updatePreferences, type PreferenceChanges } from '../../db/preferences.js'
 import { ref } from '../../schemas/common.js'
 import { ValidationError } from '../../errors.js'
 import { PreferencesResponse, UpdatePreferencesBody } from '../../schemas/preferences.js'
@@ -56,7 +56,7 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
   // What an API key needs here (a session holds every scope): docs/api-keys.md.
   fastify.get('', {
     // The statement checks the token too (one round trip).
-    config: { scopes: ['preferences:read'], tokenInStatement: true },
+    config: { scopes: ['preferences:read'], tokenInStatement: true, keyInStatement: true },
     schema: {
       tags: ['preferences'],
       operationId: 'getPreferences',
@@ -65,7 +65,10 @@ const preferences: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => ({
     success: true as const,
-    data: await request.authenticatedBy((token) => readPreferencesForToken(db, token), (userId) => readPreferences(db, userId))
+    data: await request.authenticatedBy(
+      (token) => readPreferencesForToken(db, token),
+      (userId) => readPreferences(db, userId),
+      (key) => readPreferencesForKey(db, key))
   }))
 
   const update = {

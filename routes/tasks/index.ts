@@ -2,7 +2,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import {
-  createTask, createTaskForToken, deleteTaskForUser, findTaskForUser, listTasks, listTasksForToken, PAGE_BYTES,
+  createTask, createTaskForKey, createTaskForToken, deleteTaskForUser, findTaskForUser, listTasks, listTasksForKey, listTasksForToken, PAGE_BYTES,
   replaceTaskForUser, updateTaskForUser
 } from '../../db/tasks.js'
 import { errorResponses, ref, Success } from '../../schemas/common.js'
@@ -28,8 +28,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('', {
     // Pages run up to PAGE_BYTES: the pages of a user whose pages are heavy (past an eighth of
     // that) are built one at a time (plugins/app/user-turns.ts).
-    // The page's statement checks the token too (one round trip).
-    config: { scopes: READ, answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8, tokenInStatement: true },
+    // The page's statement checks the token or the API key too (one round trip).
+    config: { scopes: READ, answersPerUser: 1, linedAfterBytes: PAGE_BYTES / 8, tokenInStatement: true, keyInStatement: true },
     schema: {
       tags: ['tasks'],
       operationId: 'listTasks',
@@ -52,7 +52,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const { data, counts, nextOffset } = await request.authenticatedBy(
       (token) => listTasksForToken(db, token, request.query),
-      (userId) => listTasks(db, userId, request.query))
+      (userId) => listTasks(db, userId, request.query),
+      (key) => listTasksForKey(db, key, request.query))
     reply.header('x-total-count', counts.total)
     if (nextOffset !== undefined) reply.header('link', `<${nextPage(request.routeOptions.url ?? '/tasks', request.query, nextOffset)}>; rel="next"`)
     // The answer as text around the page PostgreSQL joined from the tasks' stored answers
@@ -69,8 +70,8 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.post('', {
     // With an Idempotency-Key, the task and the kept answer commit together (request.db), and
-    // the hook checks the token; without one, the task's statement does (one round trip).
-    config: { scopes: WRITE, idempotent: 'transaction', tokenInStatement: true },
+    // the hook checks the credential; without one, the task's statement does (one round trip).
+    config: { scopes: WRITE, idempotent: 'transaction', tokenInStatement: true, keyInStatement: true },
     schema: {
       tags: ['tasks'],
       operationId: 'createTask',
@@ -81,9 +82,10 @@ const tasks: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const task = await request.authenticatedBy(
       (token) => createTaskForToken(request.db, token, request.body),
-      (userId) => createTask(request.db, userId, request.body))
-    // The token held (checked above), so its statement wrote the task: the same rules in SQL.
-    if (task === undefined) throw new Error('the token held, yet its statement wrote no task')
+      (userId) => createTask(request.db, userId, request.body),
+      (key) => createTaskForKey(request.db, key, request.body))
+    // The credential held (checked above), so its statement wrote the task: the same rules in SQL.
+    if (task === undefined) throw new Error('the credential held, yet its statement wrote no task')
     reply.code(201)
     return { success: true as const, data: task }
   })

@@ -47,6 +47,27 @@ t.test('stored answers', async (t) => {
     t.same(newest, await one(user, newest!.id as number))
   })
 
+  // POST /tasks sends the new task's stored answer in its envelope, as text: the same bytes
+  // GET /tasks/:id serializes, whichever statement wrote it (with an Idempotency-Key the hook
+  // checks the token and the plain insert runs; without, the statement that checks it too).
+  t.test('POST /tasks answers the bytes GET /tasks/:id answers', async (t) => {
+    const bodies = [
+      { title: '  "quoted" \\ and \u2028 and emoji \ud83d\ude00  ', description: 'tab\there', status: 'completed', dueDate: '2027-01-02T03:04:05.006+02:00' },
+      { title: 'plain', description: null, dueDate: null },
+      { title: 'in progress', status: 'in-progress' }
+    ]
+    for (const [i, payload] of bodies.entries()) {
+      for (const key of [undefined, `answer-${i}`]) {
+        const res = await app.inject({ method: 'POST', url: '/tasks', headers: { ...user.auth, ...(key && { 'idempotency-key': key }) }, payload })
+        t.equal(res.statusCode, 201)
+        t.equal(res.headers['content-type'], 'application/json; charset=utf-8')
+        const id = (json(res).data as { id: number }).id
+        const read = await app.inject({ method: 'GET', url: `/tasks/${id}`, headers: user.auth })
+        t.equal(res.body, read.body, `body ${i}${key ? ', with a key' : ''}: to the byte`)
+      }
+    }
+  })
+
   t.test('a PATCH shows in the page at once', async (t) => {
     const res = await app.inject({ method: 'PATCH', url: `/tasks/${second.id}`, headers: user.auth, payload: { status: 'in-progress' } })
     t.equal(res.statusCode, 200)
