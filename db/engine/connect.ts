@@ -211,6 +211,8 @@ const PGLITE_SETTINGS = ['shared_buffers=16MB']
 
 // pg's error when queryTimeoutMs passes without an answer.
 const QUERY_TIMEOUT_MESSAGE = 'Query read timeout'
+// pg's error when connectionTimeoutMillis passes before a client's connection is up.
+const CONNECT_TIMEOUT_MESSAGE = 'timeout expired'
 
 // Errors that mean the database cannot be reached right now (as opposed to a bad query).
 const DB_UNAVAILABLE_CODES = new Set(['PGLITE_THREAD_FAILED', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EPIPE', '57P01', '57P02', '57P03', '57014', '53300', '08000', '08001', '08003', '08004', '08006'])
@@ -219,6 +221,9 @@ export function isDatabaseUnavailable (err: { code?: unknown, message?: string }
   const message = err.message ?? ''
   return message.includes('timeout exceeded when trying to connect') ||
     message === QUERY_TIMEOUT_MESSAGE ||
+    // pg's own connect timeout, on a client opened outside the pool (the start-up session
+    // check, db/engine/pooler-check.ts): a server slow to answer is unavailable, not broken.
+    message === CONNECT_TIMEOUT_MESSAGE ||
     // A query on a client already ended (a transaction's rollback after its query timed out).
     message.endsWith('is not queryable') ||
     // Kysely's, once shutdown has closed the database under requests still queued for it.

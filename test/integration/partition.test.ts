@@ -14,16 +14,13 @@ const QUERY_TIMEOUT_MS = 1500
 const CONNECT_TIMEOUT_MS = 500
 
 const { url: databaseUrl } = await serverDatabase(t, 'partition')
-const proxy = new TcpProxy({ host: databaseUrl.hostname, port: Number(databaseUrl.port || 5432) })
+const proxy = TcpProxy.to(databaseUrl, 5432)
 await proxy.start()
 t.teardown(() => proxy.stop())
-const viaProxy = new URL(databaseUrl)
-viaProxy.hostname = '127.0.0.1'
-viaProxy.port = String(proxy.port)
 
 // One pooled connection: a slot the partition held would stall every later request.
 const app = await build(t, {
-  DATABASE_URL: viaProxy.toString(),
+  DATABASE_URL: proxy.via(databaseUrl),
   DATABASE_POOL_MAX: '1',
   DATABASE_STATEMENT_TIMEOUT_MS: String(STATEMENT_TIMEOUT_MS),
   DATABASE_QUERY_TIMEOUT_MS: String(QUERY_TIMEOUT_MS),

@@ -8,7 +8,7 @@ import { freePort, startServer, waitUntilUp } from './process.js'
 import { TcpProxy } from './tcp-proxy.js'
 
 const redisUrl = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379')
-const proxy = new TcpProxy({ host: redisUrl.hostname, port: Number(redisUrl.port || 6379) })
+const proxy = TcpProxy.to(redisUrl, 6379)
 await proxy.start()
 t.teardown(() => proxy.stop())
 

@@ -15,6 +15,19 @@ export class TcpProxy {
 
   constructor (private readonly target: { host: string, port: number }) {}
 
+  /** A proxy to the server `url` names (`defaultPort` when it names none). */
+  static to (url: URL, defaultPort: number): TcpProxy {
+    return new TcpProxy({ host: url.hostname, port: Number(url.port || defaultPort) })
+  }
+
+  /** `url` (its scheme, credentials and path kept) reached through this proxy; its port is known once it has started. */
+  via (url: URL): string {
+    const through = new URL(url)
+    through.hostname = '127.0.0.1'
+    through.port = String(this.port)
+    return through.toString()
+  }
+
   /** Starts listening (on the same port as before, after a stop). */
   async start (): Promise<void> {
     const server = createServer((client) => {
