@@ -6,7 +6,8 @@ import { mkdirSync } from 'node:fs'
 import { resolve } from 'node:path'
 import type { TracerProvider } from '@opentelemetry/api'
 import { Kysely, PostgresDialect, sql } from 'kysely'
-import pg from 'pg'
+import type Pg from 'pg'
+import pg from './pg.js'
 import { MigrationLockAdapter } from './migrate.js'
 import { checkDatabaseSessions, type DatabasePooler } from './pooler-check.js'
 import { withQuerySpans } from './query-spans.js'
@@ -98,7 +99,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
     // the pool listens only while the client is idle. One dropped connection at the
     // wrong moment would otherwise crash the process (found by test/integration/faults.test.ts).
     class ServiceClient extends pg.Client {
-      constructor (config?: string | pg.ClientConfig) {
+      constructor (config?: string | Pg.ClientConfig) {
         super(config)
         this.on('error', onError)
       }
@@ -125,7 +126,7 @@ export function createDatabase<DB> (options: DatabaseOptions): DatabaseHandle<DB
     const max = options.poolMax ?? 10
     const pooler = options.pooler ?? 'none'
     const statementTimeoutMs = options.statementTimeoutMs ?? 15_000
-    const connection: pg.ClientConfig = {
+    const connection: Pg.ClientConfig = {
       connectionString: options.url,
       // Fail fast instead of queueing forever when the server is gone or the pool is exhausted.
       connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,

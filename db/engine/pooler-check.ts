@@ -7,7 +7,8 @@
 // saying what to set (DatabaseSetupError): a misconfiguration is cheaper to meet at deploy time
 // than as 500s under load. The checks use connections of their own, closed afterwards.
 import { randomBytes } from 'node:crypto'
-import pg from 'pg'
+import type Pg from 'pg'
+import pg from './pg.js'
 import { StartRefusal } from '../../errors.js'
 
 /** The way to PostgreSQL breaks something the service relies on: start-up stops with this one line. */
@@ -31,7 +32,7 @@ const DOCS = 'docs/operations.md, "PgBouncer"'
  * from one transaction to the next. Throws DatabaseSetupError when they do not; any other error
  * (an unreachable server) as it came.
  */
-export async function checkDatabaseSessions (client: pg.ClientConfig, options: SessionCheckOptions): Promise<void> {
+export async function checkDatabaseSessions (client: Pg.ClientConfig, options: SessionCheckOptions): Promise<void> {
   const a = await connect(client)
   try {
     await checkStatementTimeout(a, options)
@@ -50,7 +51,7 @@ export async function checkDatabaseSessions (client: pg.ClientConfig, options: S
   }
 }
 
-async function connect (config: pg.ClientConfig): Promise<pg.Client> {
+async function connect (config: Pg.ClientConfig): Promise<Pg.Client> {
   const client = new pg.Client(config)
   // An error event with no listener would crash the process (a server that goes away).
   client.on('error', () => {})
@@ -67,7 +68,7 @@ async function connect (config: pg.ClientConfig): Promise<pg.Client> {
   return client
 }
 
-async function checkStatementTimeout (client: pg.Client, options: SessionCheckOptions): Promise<void> {
+async function checkStatementTimeout (client: Pg.Client, options: SessionCheckOptions): Promise<void> {
   const { rows: [row] } = await client.query<{ ms: string, role: string, database: string }>(
     "select setting as ms, current_user as role, current_database() as database from pg_settings where name = 'statement_timeout'")
   const applied = Number(row!.ms)
@@ -96,7 +97,7 @@ const PROBE_ROUNDS = 3
  * max_prepared_statements). If b kept its session every round, sessions are kept: PostgreSQL
  * itself, or a pooler in session mode.
  */
-async function namedStatementsAcrossTransactions (a: pg.Client, b: pg.Client): Promise<'kept' | 'lost'> {
+async function namedStatementsAcrossTransactions (a: Pg.Client, b: Pg.Client): Promise<'kept' | 'lost'> {
   for (let round = 0; round < PROBE_ROUNDS; round++) {
     const statement = { name: `pooler_probe_${randomBytes(6).toString('hex')}`, text: 'select pg_backend_pid() as pid' }
     const before = await backendPid(b, statement)
@@ -118,7 +119,7 @@ async function namedStatementsAcrossTransactions (a: pg.Client, b: pg.Client): P
   return 'kept'
 }
 
-async function backendPid (client: pg.Client, query: { name?: string, text: string }): Promise<number> {
+async function backendPid (client: Pg.Client, query: { name?: string, text: string }): Promise<number> {
   const { rows: [row] } = await client.query<{ pid: number }>(query)
   return row!.pid
 }

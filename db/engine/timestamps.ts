@@ -5,7 +5,8 @@
 // so the fast path covers every value; any other offset, a year past 9999 or BC goes the long
 // way through Date, with the same result. Fractions are truncated to milliseconds, as a Date
 // would.
-import pg from 'pg'
+import type Pg from 'pg'
+import pg from './pg.js'
 
 export const TIMESTAMPTZ_OID = 1184
 
@@ -14,7 +15,7 @@ const parseToDate = pg.types.getTypeParser(TIMESTAMPTZ_OID) as (text: string) =>
 /** pg's `types` option: timestamptz as ISO strings, every other type as pg parses it. */
 export const pgTypes = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === TIMESTAMPTZ_OID && format !== 'binary' ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser
+    oid === TIMESTAMPTZ_OID && format !== 'binary' ? timestamptzToIso : pg.types.getTypeParser(oid, format)) as typeof Pg.types.getTypeParser
 }
 
 /** PGlite's `parsers` option (its sessions are in UTC already). */

@@ -95,8 +95,14 @@ t.test('migrations run in the image without dev dependencies: node dist/scripts/
   const visit = (file: string) => {
     if (seen.has(file)) return
     seen.add(file)
-    // Static imports and re-exports that stay at run time (not `import type`).
-    for (const [, specifier] of read(file).matchAll(/^(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm)) {
+    // Static imports and re-exports that stay at run time (not `import type`), and require()s
+    // of a literal name (db/engine/pg.ts loads the driver so).
+    const text = read(file)
+    const specifiers = [
+      ...[...text.matchAll(/^(?:import|export)\s+(?!type\s)(?:[^'";]*?\sfrom\s+)?['"]([^'"]+)['"]/gm)].map((m) => m[1]),
+      ...[...text.matchAll(/\brequire\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1])
+    ]
+    for (const specifier of specifiers) {
       if (specifier!.startsWith('.')) visit(relative(PROJECT_ROOT, resolve(PROJECT_ROOT, dirname(file), specifier!.replace(/\.js$/, '.ts'))))
       else packages.add(specifier!.startsWith('@') ? specifier!.split('/').slice(0, 2).join('/') : specifier!.split('/')[0]!)
     }
