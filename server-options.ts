@@ -3,6 +3,7 @@
 // tests and the OpenAPI generator all build the app with these.
 import { randomUUID } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server } from 'node:http'
+import { AjvCompiler } from '@fastify/ajv-compiler'
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler'
 import { LogController, type FastifyHttpOptions, type FastifyServerFactoryHandler } from 'fastify'
 import { clientErrorHandler, frameworkErrors } from './plugins/errors.js'
@@ -157,7 +158,15 @@ export function serializersOncePerSchema (): BuildSerializer {
 
 export function serverOptions (config: AppConfig): FastifyHttpOptions<Server> {
   return {
-    schemaController: { compilersFactory: { buildSerializer: serializersOncePerSchema() } },
+    schemaController: {
+      compilersFactory: {
+        buildSerializer: serializersOncePerSchema(),
+        // Fastify's own default (plugins/validation.ts replaces it for every route), given here
+        // so that it comes from dist/vendor with ajv (scripts/vendor.ts), not as Fastify would
+        // require it: its ajv's 83 files, loaded on every start (issue 34).
+        buildValidator: AjvCompiler()
+      }
+    },
     // Also what the tests listen on: helper.ts builds the app from these options.
     serverFactory: httpServer(config),
     logger: {

@@ -29,7 +29,25 @@ const VENDORED: Record<string, { file: string, commonJs?: true }> = {
   'prom-client': { file: 'prom-client', commonJs: true },
   // 45 files, 40-62 ms; bundled, 14 ms. The API finds the tracer provider the SDK registers
   // (plugins/tracing.ts) through a global, whichever copy of it asks.
-  '@opentelemetry/api': { file: 'opentelemetry-api', commonJs: true }
+  '@opentelemetry/api': { file: 'opentelemetry-api', commonJs: true },
+  // 18 files of its own and ~90 more it requires as it registers (yaml's 73, for YAML output
+  // the service never asks for): importing and registering it beside one route, to ready(),
+  // 103–157 ms (medians 130, 136) → 85–148 ms (105, 106) on the slow VM.
+  '@fastify/swagger': { file: 'fastify-swagger', commonJs: true },
+  // ajv's 83 files, required by our validators, ajv-formats, fast-json-stringify and Fastify's
+  // default validator compiler (given to Fastify by server-options.ts, so that Fastify does
+  // not require its own), and fast-jwt's with asn1.js under @fastify/jwt: `require()` of each
+  // alone on the slow VM, ajv 32–85 → 12–18 ms, fast-jwt 32–50 → 14–28 ms. Files a start
+  // opens: 545 → 408.
+  ajv: { file: 'ajv', commonJs: true },
+  'ajv/dist/2020.js': { file: 'ajv-2020', commonJs: true },
+  'ajv/dist/standalone/index.js': { file: 'ajv-standalone', commonJs: true },
+  'ajv-formats': { file: 'ajv-formats', commonJs: true },
+  '@fastify/ajv-compiler': { file: 'fastify-ajv-compiler', commonJs: true },
+  '@fastify/jwt': { file: 'fastify-jwt', commonJs: true },
+  '@fastify/fast-json-stringify-compiler': { file: 'fastify-fast-json-stringify-compiler', commonJs: true },
+  // With ip-address's 9 files and toad-cache: 19–29 → 10–15 ms to require() on the slow VM.
+  '@fastify/rate-limit': { file: 'fastify-rate-limit', commonJs: true }
 }
 /** A specifier's package: `@scope/name` or `name`, without a subpath. */
 const packageOf = (specifier: string): string => specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/')
