@@ -21,7 +21,7 @@ declare module 'fastify' {
   }
 }
 
-/** The logger serverOptions gives Fastify is pino's, which can add bindings to a logger in place. */
+/** A request's logger (server-options.ts's RequestLogger, or pino's child) can add bindings in place. */
 type PinoLogger = FastifyBaseLogger & { setBindings: (bindings: Record<string, string>) => void }
 
 export default fp(async function tracing (fastify) {
