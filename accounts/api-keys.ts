@@ -269,12 +269,13 @@ export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependenc
     if (!checkedLive && (await userForApiKey.run(db, { keyHash })).length === 0) throw new UnauthorizedError()
     throw rateLimited(Math.max(1, Math.ceil(ttlMs / 1000)))
   }
-  const principalOf = async (row: KeyHolderRow, clientOf: () => Client): Promise<Principal> => {
-    const { key_id: keyId, key_scopes: scopes, key_last_used_at: lastUsedAt } = row
+  const scopesOf = (row: KeyHolderRow): ReadonlySet<string> => new Set(row.key_scopes.split(' '))
+  const principalOf = async (row: KeyHolderRow, scopes: ReadonlySet<string>, clientOf: () => Client): Promise<Principal> => {
+    const { key_id: keyId, key_last_used_at: lastUsedAt } = row
     if (lastUsedAt === null || Date.now() - Date.parse(lastUsedAt) >= LAST_USED_RESOLUTION_MS) {
       await touchApiKey(db, keyId, recordedClient(clientOf()).address)
     }
-    return { user: userOfHolder(row), session: null, scopes: new Set(scopes.split(' ')), apiKeyId: keyId }
+    return { user: userOfHolder(row), session: null, scopes, apiKeyId: keyId }
   }
   return {
     takes: isApiKeyShaped,
@@ -283,9 +284,10 @@ export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependenc
       const keyHash = hashToken(key)
       const [row] = await userForApiKey.run(db, { keyHash })
       if (row === undefined) throw new UnauthorizedError()
-      remember(keyHash, { keyId: row.key_id, userId: row.id, scopes: new Set(row.key_scopes.split(' ')) })
+      const scopes = scopesOf(row)
+      remember(keyHash, { keyId: row.key_id, userId: row.id, scopes })
       await admit(row.key_id, keyHash, true)
-      return principalOf(row, clientOf)
+      return principalOf(row, scopes, clientOf)
     },
     async ask (key, scopes) {
       if (!isWellFormedApiKey(key)) throw new UnauthorizedError()
@@ -301,7 +303,8 @@ export function apiKeyReader ({ db, counters, perMinute }: ApiKeyReaderDependenc
         known.delete(ask.keyHash)
         throw new UnauthorizedError()
       }
-      return principalOf(holder, clientOf)
+      // A key's scopes never change: the set kept when it was read (unless forgotten since).
+      return principalOf(holder, known.get(ask.keyHash)?.scopes ?? scopesOf(holder), clientOf)
     }
   }
 }
