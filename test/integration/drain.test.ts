@@ -92,8 +92,8 @@ t.test('requests still arriving when the drain delay ends (a balancer whose chec
  *
  * Load shedding is off: a stall of 2.5 s is a second's event-loop lag past its threshold, so
  * when the shedder's sample lands before the waiting request is read, it answers 503
- * OVERLOADED, as docs/operations.md says (seen on CI in 1 of ~4 runs on a loaded machine, and
- * here in 3 of 16 with five busy loops beside it). That is the shedder's verdict, not the drain's.
+ * OVERLOADED, as docs/operations.md says (seen in two CI runs on a loaded machine, both on Node
+ * 22, and in 3 of 16 runs here with five busy loops beside it). That is the shedder's verdict, not the drain's.
  */
 async function stallAcrossTheDelay (t: Test, during: (port: number) => void, after: () => void = () => {}): Promise<Running> {
   const port = await freePort()
