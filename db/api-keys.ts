@@ -10,12 +10,17 @@ import { USER_COLUMNS } from './users.js'
 const live = (): Expression<SqlBool> =>
   sql<SqlBool>`(api_keys.revoked_at is null or api_keys.revoked_at > now()) and (api_keys.expires_at is null or api_keys.expires_at > now())`
 
-/** The live key with this hash and its user: the user's columns and the key's id, scopes and last use. */
+/**
+ * The live key with this hash and its user: the user's columns and the key's id, scopes and last
+ * use, and when it stops living by the clock alone (the earlier of its expiry and its rotated
+ * grace's end; null: not by the clock), for a process that keeps the row (accounts/holder-cache.ts).
+ */
 const liveKeyHolder = (db: QueryCreator<Database>, keyHash: string) =>
   db.selectFrom('api_keys')
     .innerJoin('users', 'users.id', 'api_keys.user_id')
     .select(USER_COLUMNS.map((column) => `users.${column}` as const))
     .select(['api_keys.id as key_id', 'api_keys.scopes as key_scopes', 'api_keys.last_used_at as key_last_used_at'])
+    .select(sql<string | null>`least(api_keys.revoked_at, api_keys.expires_at)`.as('key_lives_until'))
     .where('api_keys.key_hash', '=', keyHash)
     .where(live())
 
@@ -27,7 +32,10 @@ export const userForApiKey = prepareQuery('user_for_api_key', (db, p: { keyHash:
 export interface KeyAsk { keyHash: string, userId: string }
 
 /** A row of keyHolder: the user's columns and the key's. */
-export type KeyHolderRow = UserRow & { key_id: string, key_scopes: string, key_last_used_at: string | null }
+export type KeyHolderRow = UserRow & { key_id: string, key_scopes: string, key_last_used_at: string | null, key_lives_until: string | null }
+
+/** When a key's holder row stops holding by the clock alone (epoch ms; Infinity: not by the clock). */
+export const keyLivesUntil = (row: KeyHolderRow): number => row.key_lives_until === null ? Infinity : Date.parse(row.key_lives_until)
 
 /**
  * The key's holder as a route's statement reads it, its CTE `holder` (the API key's side of

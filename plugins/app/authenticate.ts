@@ -15,7 +15,7 @@ import type { SignedIn, SignInOutcome } from '../../accounts/sign-in.js'
 import { purgeExpiredRevocations } from '../../db/revoked-tokens.js'
 import type { UserRow } from '../../db/types.js'
 import { holderCache, type HolderCache } from '../../accounts/holder-cache.js'
-import type { KeyAsk, KeyHolderRow } from '../../db/api-keys.js'
+import { keyLivesUntil, type KeyAsk, type KeyHolderRow } from '../../db/api-keys.js'
 import { sendTokenHolderNotices, TOKEN_HOLDER_CHANNEL, toTokenHolder, toUser, type TokenAsk, type WithHolder } from '../../db/users.js'
 import type { User } from '../../schemas/users.js'
 import type { VerifiedClaims } from '../external/jwt.js'
@@ -128,7 +128,9 @@ export default fp(async function authenticate (fastify) {
   // In order: the first that takes a credential reads it. The API key's (by its `tsk_` prefix)
   // goes before the session token's, which takes anything. A cookie only ever holds a session
   // token (we set it); a key is read only from the Authorization header.
-  const holders = keptHolders(fastify)
+  const kept = keptHolders(fastify)
+  const holders = kept?.tokens
+  const keyHolders = kept?.keys
   const sessionReader = sessionTokenReader({ db: fastify.db, verify: (token) => fastify.jwt.verify<VerifiedClaims>(token), holders })
   const keyReader = fastify.apiKeyReader
   const headerReaders: CredentialReader[] = [keyReader, sessionReader]
@@ -155,7 +157,9 @@ export default fp(async function authenticate (fastify) {
     const key = request[kKeyAsk]
     if (key !== null) {
       if (withKey === undefined) throw new Error(`${request.method} ${request.routeOptions.url ?? ''} is keyInStatement: its handler gives request.authenticatedBy no statement for a key`)
+      const ticket = keyHolders?.ticket()
       const found = await withKey(key)
+      keyHolders?.keep(ticket!, key.userId, key.keyHash, found?.holder)
       const principal = await keyReader.principalOf(key, found?.holder, () => clientOf(request))
       request[kKeyAsk] = null
       request.principal = principal
@@ -200,11 +204,19 @@ export default fp(async function authenticate (fastify) {
       ? readers.find((reader) => reader.takes(presented.credential))
       : undefined
     // An API key this process has read live before, left to the route's statement likewise:
-    // its form, scopes and limit checked here (accounts/api-keys.ts, ask).
+    // its form, scopes and limit checked here (accounts/api-keys.ts, ask); its holder too,
+    // unless it is kept (the embedded database: then the route's statement runs alone).
     if (inStatement.key === true && reader === keyReader) {
       const key = await keyReader.ask(presented.credential, scopes!)
       if (key !== undefined) {
-        (request as WithClaims)[kKeyAsk] = key
+        const keptKey = keyHolders?.get(key.userId, key.keyHash)
+        if (keptKey === undefined) {
+          (request as WithClaims)[kKeyAsk] = key
+          return
+        }
+        const principal = await keyReader.principalOf(key, keptKey, () => clientOf(request))
+        request.principal = principal
+        request.user = principal.user
         return
       }
     }
@@ -291,20 +303,25 @@ export default fp(async function authenticate (fastify) {
 }, { name: 'authenticate', dependencies: ['db', 'scheduler', 'api-keys', '@fastify/jwt', '@fastify/cookie'] })
 
 /**
- * On the embedded database, the token holders this process keeps (accounts/holder-cache.ts),
- * told of every change by the database's notices: listening and the notices turned on before
- * the server is ready, so before any request. None on a PostgreSQL server.
+ * On the embedded database, the token holders and the API key holders this process keeps
+ * (accounts/holder-cache.ts), told of every change by the database's notices: listening and the
+ * notices turned on before the server is ready, so before any request. None on a PostgreSQL server.
  */
-function keptHolders (fastify: FastifyInstance): HolderCache | undefined {
+function keptHolders (fastify: FastifyInstance): { tokens: HolderCache, keys: HolderCache<KeyHolderRow> } | undefined {
   const listen = fastify.listenToDb
   if (listen === undefined) return undefined
-  const holders = holderCache()
+  const tokens = holderCache()
+  const keys = holderCache(keyLivesUntil)
+  const changed = (userId: string) => {
+    tokens.changed(userId)
+    keys.changed(userId)
+  }
   // Under way while the other plugins load; a failure stops start-up, as the database's own would.
-  const listening = Promise.all([listen(TOKEN_HOLDER_CHANNEL, holders.changed), sendTokenHolderNotices(fastify.db)])
+  const listening = Promise.all([listen(TOKEN_HOLDER_CHANNEL, changed), sendTokenHolderNotices(fastify.db)])
     .then(() => undefined, (err: unknown) => err as Error)
   fastify.addHook('onReady', async () => {
     const err = await listening
     if (err !== undefined) throw err
   })
-  return holders
+  return { tokens, keys }
 }
