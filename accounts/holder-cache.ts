@@ -13,9 +13,9 @@
 // What is kept is the holder row as read (db/users.ts, TokenHolder; db/api-keys.ts,
 // KeyHolderRow), never a verdict: every request checks it again (accounts/credentials.ts,
 // checkTokenHolder). What ends by the clock with no change to any row (an API key's expiry, the
-// end of a rotated key's grace) is the `livesUntil` of the holder, checked at each read. No
-// absence is kept. A read that was under way while a change was heard keeps nothing, as it may
-// have read the row before the change.
+// end of a rotated key's grace) is the `livesUntil` of the holder, worked out as it is kept and
+// checked at each read. No absence is kept. A read that was under way while a change was heard
+// keeps nothing, as it may have read the row before the change.
 import type { TokenHolder } from '../db/users.js'
 
 /** Holders kept at most (a bounded map: the oldest go first). */
@@ -34,7 +34,8 @@ export interface HolderCache<H = TokenHolder> {
   changed: (userId: string) => void
 }
 
-interface Kept<H> { holder: H, at: number }
+/** `until`: the holder's own end by the clock (livesUntil), worked out once as it is kept. */
+interface Kept<H> { holder: H, at: number, until: number }
 
 /** `livesUntil`: when a holder stops holding by the clock alone (epoch ms; Infinity: never). */
 export function holderCache<H = TokenHolder> (livesUntil: (holder: H) => number = () => Infinity): HolderCache<H> {
@@ -56,7 +57,7 @@ export function holderCache<H = TokenHolder> (livesUntil: (holder: H) => number 
       const kept = tokens?.get(id)
       if (kept === undefined) return undefined
       const now = Date.now()
-      if (now - kept.at < MAX_AGE_MS && now < livesUntil(kept.holder)) return kept.holder
+      if (now - kept.at < MAX_AGE_MS && now < kept.until) return kept.holder
       tokens!.delete(id)
       size--
       // No empty map left behind: the bound's eviction takes users, and would free nothing.
@@ -71,7 +72,7 @@ export function holderCache<H = TokenHolder> (livesUntil: (holder: H) => number 
       let tokens = byUser.get(userId)
       if (tokens === undefined) byUser.set(userId, tokens = new Map())
       if (!tokens.has(id)) size++
-      tokens.set(id, { holder, at: Date.now() })
+      tokens.set(id, { holder, at: Date.now(), until: livesUntil(holder) })
     },
     changed (userId) {
       heard++

@@ -86,12 +86,16 @@ export interface Results {
  */
 const IDLE_MAX_PERCENT = 5
 
-/** Issue 34's budget: scenario, the request it sends, and its µs of service CPU per answer. */
-const CPU_BUDGET: ReadonlyArray<readonly [string, string, number]> = [
-  ['tasks.list', 'GET /tasks (50 tasks)', 250],
-  ['preferences.get', 'GET /preferences', 150],
-  ['tasks.create', 'POST /tasks', 200],
-  ['health', 'GET /health', 25]
+/**
+ * The CPU budgets, on PostgreSQL: scenario, what the target calls it, its µs of service CPU per
+ * answer, and the issue that set it. Issue 30's: 765139d's 233 µs on the machine that filed it.
+ */
+const CPU_BUDGET: ReadonlyArray<readonly [string, string, number, string]> = [
+  ['tasks.create', 'tasks.create', 240, ''],
+  ['tasks.list', 'GET /tasks (50 tasks)', 250, ' (issue 34)'],
+  ['preferences.get', 'GET /preferences', 150, ' (issue 34)'],
+  ['tasks.create', 'POST /tasks', 200, ' (issue 34)'],
+  ['health', 'GET /health', 25, ' (issue 34)']
 ]
 
 /**
@@ -265,14 +269,12 @@ export class Report {
     // Issue 30: 765139d's figures, the ones the features of the week after cost and won back.
     const probeTarget = (label: string, h: HealthUnderLoad, ms: number) => checks.push([`health.underLoad${label}: a lone /health probe's p99 ≤ ${ms} ms during GET /tasks load`, h.p99 <= ms && h.failures === 0, `p99 ${fmt(h.p99, 2)} ms, ${h.failures} failed`])
     if (this.healthUnderLoad) probeTarget(db === 'pglite' ? ' (PGlite)' : '', this.healthUnderLoad, db === 'pglite' ? 5 : 20)
-    const create = scenario('tasks.create')
-    if (db === 'postgres' && create?.cpuUs != null) checks.push(['tasks.create: ≤ 240 µs of the service\'s CPU per request', create.cpuUs <= 240, `${create.cpuUs} µs`])
-    // Issue 34's CPU budget, on PostgreSQL: the service process's CPU (every thread) per answer.
-    // Absolute figures of this machine's quiet hours, so a full run tells them, not --quick.
+    // The CPU budgets: the service process's CPU (every thread) per answer. Absolute figures of
+    // this machine's quiet hours, so a full run tells them, not --quick.
     if (db === 'postgres') {
-      for (const [name, what, budget] of CPU_BUDGET) {
+      for (const [name, what, budget, issue] of CPU_BUDGET) {
         const s = scenario(name)
-        if (s?.cpuUs != null) checks.push([`${what}: ≤ ${budget} µs of the service's CPU per request (issue 34)`, s.cpuUs <= budget, `${s.cpuUs} µs`])
+        if (s?.cpuUs != null) checks.push([`${what}: ≤ ${budget} µs of the service's CPU per request${issue}`, s.cpuUs <= budget, `${s.cpuUs} µs`])
       }
     }
     const pgStart = db === 'postgres' ? this.startupCurrentMs : this.besidePostgres?.startupCurrentMs

@@ -2,7 +2,7 @@
 // token_holder_changed, on the channel `token_holder_changed`, the payload the user's id) for
 // every change to an API key: where the embedded database turned the notices on, its process
 // keeps the holders of the keys it has read live (accounts/holder-cache.ts), so a revoked,
-// rotated, re-scoped or deleted key must be forgotten before the change's own answer. A key's
+// rotated or deleted key must be forgotten before the change's own answer. A key's
 // `last_used_at`, written at most once a minute a key, sends one too: the kept row is read
 // again, with its new time. A PostgreSQL server leaves the notices off and sends none.
 import { sql, type Kysely } from 'kysely'
