@@ -12,7 +12,7 @@ import type { Kysely } from 'kysely'
 import { apiKeyReader, isWellFormedApiKey, newApiKey } from '../../accounts/api-keys.js'
 import { memoryCounters } from '../../accounts/limits.js'
 import type { Database } from '../../db/types.js'
-import { build, json, randomAddress, registerUser, type TestUser } from '../support/helper.js'
+import { ALL_KEY_SCOPES, build, createApiKey, json, randomAddress, registerUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 
 const sink = await startSmtpSink()
@@ -20,20 +20,12 @@ t.teardown(() => sink.close())
 const app = await build(t, { SMTP_URL: sink.url, EMAIL_FROM: 'Task App <no-reply@example.com>', API_KEY_RATE_LIMIT_MAX: '1000' })
 const mailTo = (email: string, subject: RegExp) => sink.waitFor((m) => m.to === email && subject.test(m.subject))
 
-const ALL_SCOPES = ['tasks:read', 'tasks:write', 'preferences:read', 'preferences:write']
 const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` })
 const request = (on: FastifyInstance, method: string, url: string, headers: Record<string, string>, payload?: unknown, remoteAddress = randomAddress()) =>
   on.inject({ method: method as 'GET', url, headers, remoteAddress, ...(payload !== undefined && { payload: payload as Record<string, unknown> }) })
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 const eventsOf = async (on: FastifyInstance, userId: string) =>
   (await on.db.selectFrom('security_events').select(['type', 'method']).where('user_id', '=', userId).where('type', 'like', 'api-key%').orderBy('id').execute())
-
-/** Makes a key for `user` (whose session just signed in: fresh for the step-up). */
-async function makeKey (on: FastifyInstance, user: TestUser, body: Record<string, unknown> = {}): Promise<{ id: string, key: string, data: Record<string, any> }> {
-  const res = await request(on, 'POST', '/account/api-keys', user.auth, { name: 'deploy script', scopes: ALL_SCOPES, ...body })
-  if (res.statusCode !== 201) throw new Error(`create: ${res.statusCode} ${res.body}`)
-  return { id: json(res).data.id, key: json(res).key, data: json(res).data }
-}
 
 // An implementation of the format apart from the service's, from §5's words: base62 `0-9A-Za-z`,
 // the CRC32 of the 47 characters before it, zero-padded to 6.
@@ -95,7 +87,7 @@ t.test('a key that fails its checksum is refused before any query; a well-formed
 
 t.test('made once, stored as its hash, listed without secrets; making one needs a step-up and mails a notice', async (t) => {
   const user = await registerUser(app)
-  const { id, key, data } = await makeKey(app, user, { scopes: ['tasks:read'], expiresAt: new Date(Date.now() + 86_400_000).toISOString() })
+  const { id, key, data } = await createApiKey(app, user, { scopes: ['tasks:read'], expiresAt: new Date(Date.now() + 86_400_000).toISOString() })
   t.equal(data.prefix, key.slice(4, 12), 'the prefix: the 8 characters after tsk_')
   t.same(data.scopes, ['tasks:read'])
   t.equal(data.lastUsedAt, null)
@@ -140,7 +132,7 @@ t.test('bad requests: unknown scope, no scope, expiry past or beyond a year, unk
 t.test('every operation of the OpenAPI document, with a key: allowed within its scopes, 403 outside them or where keys are not taken', async (t) => {
   const doc = json(await app.inject({ method: 'GET', url: '/openapi.json' }))
   const user = await registerUser(app)
-  const all = await makeKey(app, user)
+  const all = await createApiKey(app, user)
   const operations = Object.entries(doc.paths as Record<string, Record<string, any>>)
     .flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => ({ method: method.toUpperCase(), path, op })))
   let keyed = 0
@@ -162,8 +154,8 @@ t.test('every operation of the OpenAPI document, with a key: allowed within its 
     t.equal(needs.length, 1, `${op.operationId} names its scope`)
     const allowed = await request(app, method, url, bearer(all.key), payload)
     t.notOk([401, 403].includes(allowed.statusCode), `${op.operationId}: a key with ${needs[0]} gets past authentication (${allowed.statusCode})`)
-    const others = ALL_SCOPES.filter((scope) => !needs.includes(scope))
-    const without = await makeKey(app, user, { scopes: others })
+    const others = ALL_KEY_SCOPES.filter((scope) => !needs.includes(scope))
+    const without = await createApiKey(app, user, { scopes: others })
     const refused = await request(app, method, url, bearer(without.key), payload)
     t.equal(refused.statusCode, 403, `${op.operationId}: without ${needs[0]}, 403`)
     t.equal(json(refused).code, 'INSUFFICIENT_SCOPE')
@@ -174,7 +166,7 @@ t.test('every operation of the OpenAPI document, with a key: allowed within its 
 
 t.test('a key reads and writes within its scopes, like the session would', async (t) => {
   const user = await registerUser(app)
-  const { key } = await makeKey(app, user, { scopes: ['tasks:read', 'tasks:write'] })
+  const { key } = await createApiKey(app, user, { scopes: ['tasks:read', 'tasks:write'] })
   const created = await request(app, 'POST', '/tasks', bearer(key), { title: 'from a script' })
   t.equal(created.statusCode, 201)
   const listed = json(await request(app, 'GET', '/tasks', user.auth))
@@ -187,7 +179,7 @@ t.test('a key reads and writes within its scopes, like the session would', async
 
 t.test('lastUsedAt and lastUsedAddress: written on use, at most once a minute', async (t) => {
   const user = await registerUser(app)
-  const { id, key } = await makeKey(app, user)
+  const { id, key } = await createApiKey(app, user)
   await request(app, 'GET', '/tasks', bearer(key), undefined, '10.9.8.7')
   const first = await app.db.selectFrom('api_keys').select(['last_used_at', 'last_used_address']).where('id', '=', id).executeTakeFirstOrThrow()
   t.ok(first.last_used_at !== null)
@@ -204,19 +196,19 @@ t.test('lastUsedAt and lastUsedAddress: written on use, at most once a minute', 
 
 t.test('expired, revoked by its owner: 401 from then on; revoking mails and records', async (t) => {
   const user = await registerUser(app)
-  const expiring = await makeKey(app, user)
+  const expiring = await createApiKey(app, user)
   await app.db.updateTable('api_keys').set({ expires_at: new Date(Date.now() - 1000) }).where('id', '=', expiring.id).execute()
   t.equal((await request(app, 'GET', '/tasks', bearer(expiring.key))).statusCode, 401, 'expired')
   t.equal(json(await request(app, 'GET', '/account/api-keys', user.auth)).data.length, 0, 'an expired key is not listed')
 
-  const revoked = await makeKey(app, user)
+  const revoked = await createApiKey(app, user)
   t.equal((await request(app, 'GET', '/tasks', bearer(revoked.key))).statusCode, 200)
   const del = await request(app, 'DELETE', `/account/api-keys/${revoked.id}`, user.auth)
   t.equal(del.statusCode, 200)
   t.equal((await request(app, 'GET', '/tasks', bearer(revoked.key))).statusCode, 401, 'revoked')
   t.equal(json(await request(app, 'DELETE', `/account/api-keys/${revoked.id}`, user.auth)).code, 'API_KEY_NOT_FOUND', 'twice: 404')
   const other = await registerUser(app)
-  const theirs = await makeKey(app, other)
+  const theirs = await createApiKey(app, other)
   t.equal(json(await request(app, 'DELETE', `/account/api-keys/${theirs.id}`, user.auth)).code, 'API_KEY_NOT_FOUND', 'another user\'s: 404')
   t.equal((await request(app, 'GET', '/tasks', bearer(theirs.key))).statusCode, 200, 'and it still works')
   t.same((await eventsOf(app, user.id)).map((e) => [e.type, e.method]), [['api-key-created', null], ['api-key-created', null], ['api-key-revoked', 'owner']])
@@ -225,7 +217,7 @@ t.test('expired, revoked by its owner: 401 from then on; revoking mails and reco
 
 t.test('rotation: a new key, same name and scopes; the old one works through its grace, then dies', async (t) => {
   const user = await registerUser(app)
-  const old = await makeKey(app, user, { scopes: ['tasks:read'] })
+  const old = await createApiKey(app, user, { scopes: ['tasks:read'] })
   const rotated = await request(app, 'POST', `/account/api-keys/${old.id}/rotate`, user.auth, { graceSeconds: 3600 })
   t.equal(rotated.statusCode, 201)
   const fresh = json(rotated)
@@ -252,7 +244,7 @@ t.test('rotation: a new key, same name and scopes; the old one works through its
 
 t.test('a password reset revokes every key; a password change keeps them; deleting the account deletes them', async (t) => {
   const user = await registerUser(app)
-  const kept = await makeKey(app, user)
+  const kept = await createApiKey(app, user)
   const change = await request(app, 'PATCH', '/account/profile', user.auth, { currentPassword: user.password, newPassword: 'another password 123' })
   t.equal(change.statusCode, 200)
   t.equal((await request(app, 'GET', '/tasks', bearer(kept.key))).statusCode, 200, 'a password change keeps the keys')
@@ -266,7 +258,7 @@ t.test('a password reset revokes every key; a password change keeps them; deleti
   await mailTo(user.email, /^Your API keys were revoked/)
 
   const token = json(reset).token as string
-  const last = await makeKey(app, { ...user, auth: bearer(token) })
+  const last = await createApiKey(app, { ...user, auth: bearer(token) })
   t.equal((await request(app, 'DELETE', '/account/delete', bearer(token))).statusCode, 200)
   t.equal((await request(app, 'GET', '/tasks', bearer(last.key))).statusCode, 401)
   t.equal((await app.db.selectFrom('api_keys').select('id').where('user_id', '=', user.id).execute()).length, 0, 'the account\'s keys are gone with it')
@@ -274,7 +266,7 @@ t.test('a password reset revokes every key; a password change keeps them; deleti
 
 t.test('at most 20 live keys; a rotation does not need a free place', async (t) => {
   const user = await registerUser(app)
-  const made = await Promise.all(Array.from({ length: 20 }, () => makeKey(app, user)))
+  const made = await Promise.all(Array.from({ length: 20 }, () => createApiKey(app, user)))
   const over = await Promise.all([1, 2].map(() => request(app, 'POST', '/account/api-keys', user.auth, { name: 'one too many', scopes: ['tasks:read'] })))
   t.same(over.map((res) => json(res).code), ['API_KEY_LIMIT_REACHED', 'API_KEY_LIMIT_REACHED'])
   t.equal(over[0]!.statusCode, 409)
@@ -285,7 +277,7 @@ t.test('at most 20 live keys; a rotation does not need a free place', async (t) 
 
 t.test('a key is not allowed on the account, sign-in and billing routes', async (t) => {
   const user = await registerUser(app)
-  const { key } = await makeKey(app, user)
+  const { key } = await createApiKey(app, user)
   for (const [method, url] of [['POST', '/account/api-keys'], ['GET', '/auth/me'], ['POST', '/auth/step-up'], ['POST', '/auth/logout-others'], ['GET', '/subscription']] as const) {
     const res = await request(app, method, url, bearer(key), method === 'POST' ? { password: user.password, name: 'k', scopes: ['tasks:read'] } : undefined)
     t.equal(res.statusCode, 403, `${method} ${url}`)
@@ -297,7 +289,7 @@ t.test('a key is not allowed on the account, sign-in and billing routes', async 
 t.test('the per-key limit: 429 with Retry-After past API_KEY_RATE_LIMIT_MAX a minute, per key', async (t) => {
   const limited = await build(t, { API_KEY_RATE_LIMIT_MAX: '3' })
   const user = await registerUser(limited)
-  const [one, two] = [await makeKey(limited, user), await makeKey(limited, user)]
+  const [one, two] = [await createApiKey(limited, user), await createApiKey(limited, user)]
   const address = randomAddress()
   const statuses = []
   for (let i = 0; i < 4; i++) statuses.push((await request(limited, 'GET', '/tasks', bearer(one.key), undefined, address)).statusCode)
@@ -311,10 +303,10 @@ t.test('the per-key limit: 429 with Retry-After past API_KEY_RATE_LIMIT_MAX a mi
 
 t.test('POST /api-keys/revoke: whoever finds a key ends it; the answer is always the same', async (t) => {
   const user = await registerUser(app)
-  const leaked = await makeKey(app, user)
-  const kept = await makeKey(app, user)
+  const leaked = await createApiKey(app, user)
+  const kept = await createApiKey(app, user)
   const other = await registerUser(app)
-  const theirs = await makeKey(app, other)
+  const theirs = await createApiKey(app, other)
   const report = (keys: string[], remoteAddress = randomAddress()) =>
     app.inject({ method: 'POST', url: '/api-keys/revoke', payload: { keys }, remoteAddress })
   const found = await report([leaked.key, 'not a key', newApiKey(), theirs.key])

@@ -11,7 +11,7 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { holderCache } from '../../accounts/holder-cache.js'
 import type { TokenHolder } from '../../db/users.js'
-import { build, embeddedDatabaseEnv, externalToken, json, registerUser, serverDatabase, testConfig, type TestUser } from '../support/helper.js'
+import { build, createApiKey, embeddedDatabaseEnv, externalToken, json, registerUser, serverDatabase, testConfig, type TestUser } from '../support/helper.js'
 
 const holder = (id: string): TokenHolder => ({
   user: { id, name: null, email: `${id}@example.com`, password: null, image: null, email_verified: null, password_changed_at: null, created_at: '', updated_at: '' },
@@ -158,14 +158,6 @@ t.test('embedded: each way a token stops holding refuses it from the next reques
   }
 })
 
-const ALL_SCOPES = ['tasks:read', 'tasks:write', 'preferences:read', 'preferences:write']
-
-async function makeKey (app: FastifyInstance, user: TestUser): Promise<{ id: string, key: string }> {
-  const res = await app.inject({ method: 'POST', url: '/account/api-keys', headers: user.auth, payload: { name: 'a script', scopes: ALL_SCOPES } })
-  if (res.statusCode !== 201) throw new Error(`create: ${res.statusCode} ${res.body}`)
-  return { id: json(res).data.id, key: json(res).key }
-}
-
 /** Status codes of the routes that read a key in their statement: GET /tasks, GET /preferences, POST /tasks. */
 async function keyAnswers (app: FastifyInstance, key: string): Promise<number[]> {
   const headers = bearer(key)
@@ -178,7 +170,7 @@ async function keyAnswers (app: FastifyInstance, key: string): Promise<number[]>
 
 /** A key used twice: read by the hook, then by a route's statement, which keeps its holder. */
 async function keptKey (t: Test, app: FastifyInstance, user: TestUser): Promise<{ id: string, key: string }> {
-  const made = await makeKey(app, user)
+  const made = await createApiKey(app, user)
   t.same(await keyAnswers(app, made.key), [200, 200, 201], 'a live key is served')
   t.same(await keyAnswers(app, made.key), [200, 200, 201], 'and again, its holder kept')
   return made
@@ -236,7 +228,7 @@ t.test('embedded: each way a key stops living refuses it from the next request, 
 t.test('embedded: a kept key stops at its expiry, and at its rotated grace\'s end, with no change to hear', async (t) => {
   const app = await embeddedApp(t)
   const user = await registerUser(app)
-  const expiring = await makeKey(app, user)
+  const expiring = await createApiKey(app, user)
   // Two seconds ahead (the change's notice forgets what was kept before it); then kept again.
   await app.db.updateTable('api_keys').set({ expires_at: sql`now() + interval '2 seconds'` }).where('id', '=', expiring.id).execute()
   t.same(await keyAnswers(app, expiring.key), [200, 200, 201], 'before its expiry')

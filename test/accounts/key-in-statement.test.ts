@@ -16,19 +16,12 @@ import { newApiKey } from '../../accounts/api-keys.js'
 import { listTasksForKey } from '../../db/tasks.js'
 import { USER_COLUMNS } from '../../db/users.js'
 import { serverOptions } from '../../server-options.js'
-import { build, json, randomAddress, registerUser, testConfig, type TestUser } from '../support/helper.js'
+import { build, createApiKey, json, randomAddress, registerUser, testConfig } from '../support/helper.js'
 import { SPAN_KIND, startOtlpReceiver } from '../support/otlp-receiver.js'
 
-const ALL_SCOPES = ['tasks:read', 'tasks:write', 'preferences:read', 'preferences:write']
 const bearer = (credential: string) => ({ authorization: `Bearer ${credential}` })
 const send = (on: FastifyInstance, method: 'GET' | 'POST' | 'DELETE', url: string, headers: Record<string, string>, payload?: Record<string, unknown>) =>
   on.inject({ method, url, headers, remoteAddress: randomAddress(), ...(payload !== undefined && { payload }) })
-
-async function makeKey (on: FastifyInstance, user: TestUser, scopes = ALL_SCOPES): Promise<{ id: string, key: string }> {
-  const res = await send(on, 'POST', '/account/api-keys', user.auth, { name: 'a script', scopes })
-  if (res.statusCode !== 201) throw new Error(`create: ${res.statusCode} ${res.body}`)
-  return { id: json(res).data.id, key: json(res).key }
-}
 
 const stored = async (on: FastifyInstance, userId: string) => {
   const tasks = await on.db.selectFrom('tasks').select('id').where('user_id', '=', userId).execute()
@@ -63,7 +56,7 @@ const app = await build(t, { API_KEY_RATE_LIMIT_MAX: '1000' })
 
 t.test('a known key is served; revoked by its owner, it is 401 at once everywhere and writes nothing', async (t) => {
   const user = await registerUser(app)
-  const { id, key } = await makeKey(app, user)
+  const { id, key } = await createApiKey(app, user)
   await allAnswer(t, app, user.id, key, 200, 'a live key')
   await allAnswer(t, app, user.id, key, 200, 'the same key, known now')
   t.equal((await send(app, 'DELETE', `/account/api-keys/${id}`, user.auth)).statusCode, 200)
@@ -72,12 +65,12 @@ t.test('a known key is served; revoked by its owner, it is 401 at once everywher
 
 t.test('expired, rotated without grace, past its grace, reported leaked: 401 at once', async (t) => {
   const user = await registerUser(app)
-  const expiring = await makeKey(app, user)
+  const expiring = await createApiKey(app, user)
   await allAnswer(t, app, user.id, expiring.key, 200, 'a key about to expire')
   await app.db.updateTable('api_keys').set({ expires_at: new Date(Date.now() - 1000) }).where('id', '=', expiring.id).execute()
   await allAnswer(t, app, user.id, expiring.key, 401, 'an expired key')
 
-  const rotating = await makeKey(app, user)
+  const rotating = await createApiKey(app, user)
   await allAnswer(t, app, user.id, rotating.key, 200, 'a key before its rotation')
   const rotated = await send(app, 'POST', `/account/api-keys/${rotating.id}/rotate`, user.auth, { graceSeconds: 3600 })
   t.equal(rotated.statusCode, 201)
@@ -92,14 +85,14 @@ t.test('expired, rotated without grace, past its grace, reported leaked: 401 at 
 
 t.test('a password reset\'s revocation and a deleted account: 401', async (t) => {
   const user = await registerUser(app)
-  const { key } = await makeKey(app, user)
+  const { key } = await createApiKey(app, user)
   await allAnswer(t, app, user.id, key, 200, 'a live key')
   // What a password reset does to the keys (accounts/api-keys.ts, revokeKeysOnReset), without the mail.
   await app.db.updateTable('api_keys').set({ revoked_at: new Date(), revoked_reason: 'password-reset' }).where('user_id', '=', user.id).execute()
   await allAnswer(t, app, user.id, key, 401, 'a key revoked by a reset')
 
   const other = await registerUser(app)
-  const theirs = await makeKey(app, other)
+  const theirs = await createApiKey(app, other)
   await allAnswer(t, app, other.id, theirs.key, 200, 'another account\'s key')
   t.equal((await send(app, 'DELETE', '/account/delete', other.auth)).statusCode, 200)
   await allAnswer(t, app, other.id, theirs.key, 401, 'the key of a deleted account')
@@ -107,7 +100,7 @@ t.test('a password reset\'s revocation and a deleted account: 401', async (t) =>
 
 t.test('a known key outside its scopes: 403 before its statement runs, nothing written; dead, 401', async (t) => {
   const user = await registerUser(app)
-  const { id, key } = await makeKey(app, user, ['tasks:read'])
+  const { id, key } = await createApiKey(app, user, { scopes: ['tasks:read'] })
   t.equal((await send(app, 'GET', '/tasks', bearer(key))).statusCode, 200, 'read within its scope (the key is known now)')
   const before = await stored(app, user.id)
   const create = await send(app, 'POST', '/tasks', bearer(key), { title: 'not allowed' })
@@ -124,7 +117,7 @@ t.test('a known key outside its scopes: 403 before its statement runs, nothing w
 t.test('the per-key limit holds for a known key; a dead key over it is 401, not 429', async (t) => {
   const limited = await build(t, { API_KEY_RATE_LIMIT_MAX: '3' })
   const user = await registerUser(limited)
-  const { id, key } = await makeKey(limited, user)
+  const { id, key } = await createApiKey(limited, user)
   const before = await stored(limited, user.id)
   const statuses = []
   for (let i = 0; i < 3; i++) statuses.push((await send(limited, 'GET', '/tasks', bearer(key))).statusCode)
@@ -144,7 +137,7 @@ t.test('a known key costs one statement: the route\'s, which reads the key besid
   const receiver = await startOtlpReceiver(t)
   const traced = await build(t, { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, API_KEY_RATE_LIMIT_MAX: '1000' })
   const user = await registerUser(traced)
-  const { id, key } = await makeKey(traced, user)
+  const { id, key } = await createApiKey(traced, user)
   // Its first use: the hook reads the key, then the page alone.
   t.equal((await send(traced, 'GET', '/tasks', bearer(key))).statusCode, 200)
   // Known from then on.
@@ -211,7 +204,7 @@ t.test('a keyInStatement route that does not run its statement for a key fails c
   t.teardown(() => own.close())
   await own.ready()
   const user = await registerUser(own)
-  const { id, key } = await makeKey(own, user)
+  const { id, key } = await createApiKey(own, user)
   t.equal((await send(own, 'GET', '/tasks', bearer(key))).statusCode, 200, 'the key read once: known from now on')
   for (const url of ['/forgetful', '/keyless']) {
     const res = await send(own, 'GET', url, bearer(key))

@@ -186,6 +186,20 @@ export async function registerUser (app: FastifyInstance, overrides: { email?: s
 
 export const json = (res: LightMyRequestResponse) => res.json() as Record<string, any>
 
+/** Every scope an API key can hold (docs/api-keys.md), written here apart from the service's list. */
+export const ALL_KEY_SCOPES = ['tasks:read', 'tasks:write', 'preferences:read', 'preferences:write']
+
+/**
+ * Makes an API key for `user` (whose session just signed in: fresh for the step-up), from an
+ * address of its own; `body` adds to or replaces the name and the scopes (all of them).
+ */
+export async function createApiKey (app: FastifyInstance, user: TestUser, body: Record<string, unknown> = {}): Promise<{ id: string, key: string, data: Record<string, any> }> {
+  const res = await app.inject({ method: 'POST', url: '/account/api-keys', headers: user.auth, remoteAddress: randomAddress(), payload: { name: 'deploy script', scopes: ALL_KEY_SCOPES, ...body } })
+  if (res.statusCode !== 201) throw new Error(`create: ${res.statusCode} ${res.body}`)
+  const created = json(res)
+  return { id: created.data.id, key: created.key, data: created.data }
+}
+
 const b64url = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url')
 
 /** A token signed elsewhere with only the documented claims (docs/api.md, "Tokens"), for `app`'s issuer and audience: no session row. */
