@@ -7,9 +7,10 @@ import { databaseEnv } from './database.js'
 import { runLoad } from './load.js'
 import { describe, log } from './log.js'
 import { BENCH_DIR, ROOT } from './paths.js'
+import { processTicks } from './cpu.js'
 import { freePort, rssMB, startProcess, waitForHttp } from './proc.js'
 import { bearer, type RequestSets } from './requests.js'
-import { smoke, type Runs } from './runs.js'
+import { cpuPerResponse, smoke, type Runs } from './runs.js'
 import { baseEnv, tokenEnv, type Service } from './service.js'
 import type { CeilingKind, CeilingRun, Options } from './types.js'
 
@@ -79,11 +80,13 @@ export class Ceilings {
       if (warmup > 0) await runLoad({ url: base, connections, duration: warmup, requests })
       const stopCpu = await runs.settle()
       const from = Date.now()
+      const ticksBefore = processTicks(proc.pid)
       const result = await runLoad({ url: base, connections, duration, requests })
+      const cpuUs = cpuPerResponse(ticksBefore, processTicks(proc.pid), result.responses)
       const window = { from, to: Date.now() }
       const others = stopCpu()
       describe(`ceiling.${kind}`, { result, rssMB: rssMB(proc.pid), others })
-      return { kind, result, window, spawnedAt, others }
+      return { kind, result, window, spawnedAt, others, cpuUs }
     } finally {
       await proc.stop(5000)
       runs.children.splice(runs.children.indexOf(proc), 1)

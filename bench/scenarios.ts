@@ -54,6 +54,7 @@ export async function runScenarios ({ options, runs, requests, ceilings, report 
       const sameHeaders = median.cs.find((c) => c.kind === 'framework+headers')
       if (sameHeaders !== undefined && sameHeaders.result.rps > 0) {
         extra.ratioToSameHeaders = Math.round(1000 * m.result.rps / sameHeaders.result.rps) / 1000
+        extra.cpuUsSameHeaders = sameHeaders.cpuUs
       }
     } else {
       m = await runs.stable(name, async () => { const r = await run(); describe(name, r); return r }, (r) => r.others)

@@ -130,6 +130,8 @@ export interface CeilingRun {
   /** When its process was started (a CPU profile's clock starts there). */
   spawnedAt: number
   others: number | undefined
+  /** The ceiling process's CPU per response over the window, in µs (as the service's). */
+  cpuUs: number | null
 }
 
 /** Two kinds of request timed alternately (bench/timing.ts), in ms; ratio = first ÷ second. */
