@@ -56,6 +56,10 @@ try {
   // relies on: a refusal, not a fault, so one line, like a bad setting.
   if (err instanceof StartRefusal) console.error(err.message)
   else app.log.error({ err }, 'could not start')
+  // What did start stops first (the hashing threads, the database's thread or pool): exiting
+  // with a thread still loading its module can abort the process (plugins/app/passwords.ts).
+  // Bounded: a part that does not close in time is stopped with the process.
+  await Promise.race([app.close().catch(() => undefined), new Promise((resolve) => setTimeout(resolve, 5_000).unref())])
   process.exit(1)
 }
 

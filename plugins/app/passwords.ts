@@ -5,6 +5,7 @@
 import { randomBytes } from 'node:crypto'
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
+import type { Worker } from 'node:worker_threads'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
 import type { Passwords } from '../../accounts/service.js'
@@ -42,7 +43,15 @@ export default fp(async function passwords (fastify) {
     execArgv: workerExecArgv,
     idleTimeout: 60_000
   })
-  fastify.addHook('onClose', () => pool.close())
+  // A thread is never stopped while it loads its module: on Node 20, stopping a thread inside
+  // its `require` of an ES module can abort the whole process on a native assertion
+  // (module_wrap.cc, CreateRequiredModuleFacade), e.g. when a refused start exits at once
+  // (server.ts). A thread's first message says it has loaded (or it has exited).
+  const loaded = threadsLoaded(pool.threads)
+  fastify.addHook('onClose', async () => {
+    await loaded
+    await pool.close()
+  })
 
   // One warning per interval with the count, not one per shed request: an overload is
   // exactly when a line per request would flood the log.
@@ -104,3 +113,19 @@ export default fp(async function passwords (fastify) {
     }
   } satisfies Passwords)
 }, { name: 'passwords', dependencies: ['metrics'] })
+
+/** Resolves when each of `threads` has sent its first message or exited, or after `maxMs`. */
+export function threadsLoaded (threads: readonly Worker[], maxMs = 10_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined
+  const bound = new Promise<void>((resolve) => { timer = setTimeout(resolve, maxMs).unref() })
+  const each = threads.map((thread) => new Promise<void>((resolve) => {
+    const settled = () => {
+      thread.off('message', settled)
+      thread.off('exit', settled)
+      resolve()
+    }
+    thread.on('message', settled)
+    thread.on('exit', settled)
+  }))
+  return Promise.race([Promise.all(each).then(() => undefined), bound]).finally(() => clearTimeout(timer))
+}
