@@ -3,11 +3,11 @@
 // GET /health answers, headers included) and database (GET /tasks's statements with plain
 // pg, after the same token check). Each run starts a fresh one and stops it after.
 import path from 'node:path'
+import { processTicks } from './cpu.js'
 import { databaseEnv } from './database.js'
 import { runLoad } from './load.js'
 import { describe, log } from './log.js'
 import { BENCH_DIR, ROOT } from './paths.js'
-import { processTicks } from './cpu.js'
 import { freePort, rssMB, startProcess, waitForHttp } from './proc.js'
 import { bearer, type RequestSets } from './requests.js'
 import { cpuPerResponse, smoke, type Runs } from './runs.js'

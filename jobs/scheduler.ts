@@ -54,7 +54,8 @@ const DEFAULT_STOP_GRACE_MS = 3_000
 /** Runs `fn` in the root context, as if at start-up: what it starts (timers, promises) belongs to no request. */
 export const detached = <T>(fn: () => T): T => context.with(ROOT_CONTEXT, fn)
 
-const waitAtMost = async (promise: Promise<unknown>, ms: number): Promise<void> => {
+/** Waits for `promise` (its outcome ignored), at most `ms`. */
+export const waitAtMost = async (promise: Promise<unknown>, ms: number): Promise<void> => {
   let timer: NodeJS.Timeout | undefined
   await Promise.race([promise, new Promise((resolve) => { timer = setTimeout(resolve, ms) })])
   clearTimeout(timer)

@@ -9,10 +9,13 @@ import type { Worker } from 'node:worker_threads'
 import fp from 'fastify-plugin'
 import { Piscina } from 'piscina'
 import type { Passwords } from '../../accounts/service.js'
+import { waitAtMost } from '../../jobs/scheduler.js'
 import { BusyError } from '../../errors.js'
 import type { BcryptTask } from './bcrypt.worker.js'
 
 const SHED_WARNING_INTERVAL_MS = 10_000
+/** The longest a close waits for a hashing thread still loading its module. */
+const THREAD_LOAD_WAIT_MS = 10_000
 // piscina's refusals: the queue is full, or (BCRYPT_QUEUE_MAX=0) there is none and every thread is busy.
 const QUEUE_FULL = new Set(['Task queue is at limit', 'No task queue available and all Workers are busy'])
 // A valid 12-round hash of a random string nobody knows (at another cost, see dummy() below).
@@ -46,10 +49,11 @@ export default fp(async function passwords (fastify) {
   // A thread is never stopped while it loads its module: on Node 20, stopping a thread inside
   // its `require` of an ES module can abort the whole process on a native assertion
   // (module_wrap.cc, CreateRequiredModuleFacade), e.g. when a refused start exits at once
-  // (server.ts). A thread's first message says it has loaded (or it has exited).
+  // (server.ts). A thread's first message says it has loaded (or it has exited); a thread that
+  // never says so holds the close for THREAD_LOAD_WAIT_MS at most.
   const loaded = threadsLoaded(pool.threads)
   fastify.addHook('onClose', async () => {
-    await loaded
+    await waitAtMost(loaded, THREAD_LOAD_WAIT_MS)
     await pool.close()
   })
 
@@ -114,10 +118,8 @@ export default fp(async function passwords (fastify) {
   } satisfies Passwords)
 }, { name: 'passwords', dependencies: ['metrics'] })
 
-/** Resolves when each of `threads` has sent its first message or exited, or after `maxMs`. */
-export function threadsLoaded (threads: readonly Worker[], maxMs = 10_000): Promise<void> {
-  let timer: NodeJS.Timeout | undefined
-  const bound = new Promise<void>((resolve) => { timer = setTimeout(resolve, maxMs).unref() })
+/** Resolves when each of `threads` has sent its first message or exited: listening from the call on. */
+export function threadsLoaded (threads: readonly Worker[]): Promise<void> {
   const each = threads.map((thread) => new Promise<void>((resolve) => {
     const settled = () => {
       thread.off('message', settled)
@@ -127,5 +129,5 @@ export function threadsLoaded (threads: readonly Worker[], maxMs = 10_000): Prom
     thread.on('message', settled)
     thread.on('exit', settled)
   }))
-  return Promise.race([Promise.all(each).then(() => undefined), bound]).finally(() => clearTimeout(timer))
+  return Promise.all(each).then(() => undefined)
 }
