@@ -64,6 +64,34 @@ t.test('SIGTERM: /ready turns 503 at once, requests are still served (closing th
   t.match(server.output(), /"signal":"SIGTERM","drainMs":6000,"msg":"shutting down"/)
 })
 
+/** The drain's delay in the tests below, and its quiet period (graceful-close.ts: a quarter of the delay, 500 ms at most). */
+const DRAIN_MS = 2000
+const QUIET_MS = 500
+
+interface Draining { server: Running, port: number, agent: Agent, signalledAt: number, readyAt: number }
+
+/**
+ * A service sent SIGTERM with a drain of DRAIN_MS, once /ready answers 503. `signalledAt` is
+ * taken before the signal (the drain begins after it), `readyAt` once /ready said it had begun:
+ * this process's performance.now(). `agent` opens a new connection for each request.
+ */
+async function drainingServer (t: Test, env: Record<string, string> = {}): Promise<Draining> {
+  const port = await freePort()
+  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: String(DRAIN_MS), RATE_LIMIT_MAX: '0', ...env, ...await testDatabaseEnv(t) })
+  // SIGCONT first: a test may have stopped it.
+  t.teardown(() => { server.child.kill('SIGCONT'); server.child.kill('SIGKILL') })
+  await waitUntilUp(server)
+  const agent = new Agent({ keepAlive: false })
+  t.teardown(() => agent.destroy())
+  const signalledAt = performance.now()
+  server.child.kill('SIGTERM')
+  await until(async () => (await send(agent, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
+  return { server, port, agent, signalledAt, readyAt: performance.now() }
+}
+
+interface Sent { at: number, outcome: number | 'refused', seenAt?: number }
+interface Attempt extends Pick<Draining, 'server' | 'signalledAt' | 'readyAt'> { sent: Sent[] }
+
 t.test('requests still arriving when the drain delay ends (a balancer whose checks are late) are served: the drain goes on until they stop', async (t) => {
   // On a machine slow enough that this client cannot keep its pace (a request every ~50 ms,
   // each on a new connection) past the delay, an attempt shows nothing: it is made again.
@@ -90,31 +118,13 @@ t.test('requests still arriving when the drain delay ends (a balancer whose chec
   t.ok(shown !== undefined, 'requests sent past the drain delay were answered (in one of three attempts)')
 })
 
-/** The drain's delay in the test below, and its quiet period (graceful-close.ts: a quarter of the delay, 500 ms at most). */
-const DRAIN_MS = 2000
-const QUIET_MS = 500
-
-interface Sent { at: number, outcome: number | 'refused', seenAt?: number }
-interface Attempt { server: Running, signalledAt: number, readyAt: number, sent: Sent[] }
-
 /**
  * A service draining for DRAIN_MS, and a client sending work (GET /auth/me) every ~50 ms, each
  * on a new connection, for twice the delay from the signal, or until it is refused. Times are
  * this process's performance.now().
  */
 async function sendThroughTheDrain (t: Test): Promise<Attempt> {
-  const port = await freePort()
-  const server = startServer({ PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: String(DRAIN_MS), RATE_LIMIT_MAX: '0', ...await testDatabaseEnv(t) })
-  t.teardown(() => { server.child.kill('SIGKILL') })
-  await waitUntilUp(server)
-  const agent = new Agent({ keepAlive: false })
-  t.teardown(() => agent.destroy())
-  // Before the signal: the drain begins after it, so its latest end (three times the delay) is
-  // beyond the 2 × DRAIN_MS of sending counted from here.
-  const signalledAt = performance.now()
-  server.child.kill('SIGTERM')
-  await until(async () => (await send(agent, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
-  const readyAt = performance.now()
+  const { server, port, agent, signalledAt, readyAt } = await drainingServer(t)
   const sent: Sent[] = []
   while (performance.now() - signalledAt < 2 * DRAIN_MS) {
     const at = performance.now()
@@ -140,20 +150,11 @@ async function sendThroughTheDrain (t: Test): Promise<Attempt> {
  * 22, and in 3 of 16 runs here with five busy loops beside it). That is the shedder's verdict, not the drain's.
  */
 async function stallAcrossTheDelay (t: Test, during: (port: number) => void, after: () => void = () => {}): Promise<Running> {
-  const port = await freePort()
-  const server = startServer({
-    PORT: String(port), AUTH_JWT_SECRET: TEST_SECRET, SHUTDOWN_DRAIN_MS: '2000', RATE_LIMIT_MAX: '0', MAX_EVENT_LOOP_DELAY_MS: '0', ...await testDatabaseEnv(t)
-  })
-  t.teardown(() => { server.child.kill('SIGCONT'); server.child.kill('SIGKILL') })
-  await waitUntilUp(server)
-  const agent = new Agent({ keepAlive: false })
-  t.teardown(() => agent.destroy())
-  server.child.kill('SIGTERM')
-  await until(async () => (await send(agent, port, 'GET', '/ready')).status === 503, '/ready to answer 503', 10_000)
+  const { server, port } = await drainingServer(t, { MAX_EVENT_LOOP_DELAY_MS: '0' })
   server.child.kill('SIGSTOP')
   during(port)
-  // Past the delay (2 s) and past its quiet period (500 ms) before the process runs again.
-  await new Promise((resolve) => setTimeout(resolve, 2500))
+  // Past the delay and past its quiet period before the process runs again.
+  await new Promise((resolve) => setTimeout(resolve, DRAIN_MS + QUIET_MS))
   server.child.kill('SIGCONT')
   await new Promise((resolve) => setTimeout(resolve, 100))
   after()
