@@ -14,6 +14,8 @@ export interface RequestRecord {
   /** 0: no answer (a reset, a refused or closed connection, a timeout). */
   status: number
   error?: string
+  /** An answer other than the one expected: who gave it (the service's error `code`, or `balancer` for a body that is not the service's envelope). */
+  answeredBy?: string
   /** Writes: the task's title, unique per request. */
   title?: string
   /** Writes: the Idempotency-Key sent, when the load sends one. */
@@ -75,7 +77,10 @@ export class Load {
     } else {
       sent = client.send(port, record.kind === 'list' ? '/tasks?limit=20' : '/auth/me', { headers: auth })
     }
-    const done = sent.then((answer) => { record.status = answer.status }, (err: Error & { code?: string }) => { record.error = err.code ?? err.message })
+    const done = sent.then((answer) => {
+      record.status = answer.status
+      if (answer.status !== EXPECTED[record.kind]) record.answeredBy = answerer(answer.body)
+    }, (err: Error & { code?: string }) => { record.error = err.code ?? err.message })
       .finally(() => {
         record.endedAt = Date.now()
         this.records.push(record)
@@ -85,6 +90,15 @@ export class Load {
   }
 }
 
+/** The service's envelope names its error's code; HAProxy's own answers are HTML. */
+function answerer (body: string): string {
+  try {
+    const code: unknown = (JSON.parse(body) as { code?: unknown }).code
+    if (typeof code === 'string') return code
+  } catch {}
+  return 'balancer'
+}
+
 /** A request that did not get the answer a healthy service gives it. */
 export const failed = (record: RequestRecord): boolean => record.status !== EXPECTED[record.kind]
 
@@ -92,7 +106,7 @@ export interface Summary {
   sent: number
   perSecond: number
   failed: number
-  /** Failures by status or error code. */
+  /** Failures by status and who answered (`503 OVERLOADED`, `503 balancer`), or by the connection's error code. */
   failures: Record<string, number>
   writes: number
   /** Writes answered 201. */
@@ -102,7 +116,7 @@ export interface Summary {
 export function summarize (records: RequestRecord[]): Summary {
   const failures: Record<string, number> = {}
   for (const record of records.filter(failed)) {
-    const reason = record.status === 0 ? record.error ?? 'no answer' : String(record.status)
+    const reason = record.status === 0 ? record.error ?? 'no answer' : `${record.status} ${record.answeredBy ?? ''}`.trimEnd()
     failures[reason] = (failures[reason] ?? 0) + 1
   }
   const first = Math.min(...records.map((r) => r.startedAt))
