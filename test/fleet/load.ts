@@ -79,7 +79,7 @@ export class Load {
     }
     const done = sent.then((answer) => {
       record.status = answer.status
-      if (answer.status !== EXPECTED[record.kind]) record.answeredBy = answerer(answer.body)
+      if (failed(record)) record.answeredBy = answerer(answer.body)
     }, (err: Error & { code?: string }) => { record.error = err.code ?? err.message })
       .finally(() => {
         record.endedAt = Date.now()
