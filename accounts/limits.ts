@@ -3,7 +3,8 @@
 // written here once: admit → attempt → failed or succeeded.
 // - attempts per client (an IPv4 address, an IPv6 /64: client-address.ts), every attempt
 //   counted, AUTH_RATE_LIMIT_MAX per RATE_LIMIT_WINDOW_MS, refused before any query or hash;
-//   requests that mail a link are counted apart, so they never hold back a sign-in;
+//   requests that mail a link are counted apart, so they never hold back a sign-in, and so are
+//   the passkey ceremonies a client starts without an account (each stores a challenge);
 // - failed checks per account, from every client together, with the same cap: past it the
 //   account is locked for the rest of the window, so many clients guess no more than one
 //   could. Its owner keeps access from the devices they signed in on: a successful check
@@ -62,6 +63,12 @@ export interface SignInLimits {
    * client (429 past its limit, counted apart from sign-ins).
    */
   admitMailRequest: (client: Client) => Promise<void>
+  /**
+   * Before a passkey ceremony started without a session (sign-in options: each stores a
+   * challenge): counts it from this client, apart from sign-ins and mail requests, with the
+   * same cap (429 past it), so no one client fills the challenges' table.
+   */
+  admitCeremony: (client: Client) => Promise<void>
   /** One more mail to `inbox` this hour (every kind the account routes send counts). */
   admitInbox: (inbox: string) => Promise<InboxAdmission>
   /**
@@ -141,6 +148,7 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
   const failuresPerDevice = counter('device-failures', windowMs)
   const successesPerAccount = counter('successes', windowMs)
   const linkRequestsPerClient = counter('mail-attempts', windowMs)
+  const ceremoniesPerClient = counter('ceremonies', windowMs)
   const linksPerInbox = counter('mail-to', HOUR_MS)
 
   // Device cookies: `<nonce>.<HMAC(nonce, account)>`. Only a device that signed in to the
@@ -179,17 +187,18 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
     const { count, ttlMs } = await linksPerInbox.add(digest(inbox))
     return { allowed: count <= linksPerHour, windowEndsInMs: ttlMs }
   }
-  const admitMailRequest = async (client: Client): Promise<void> => {
+  /** One more from this client on `perClient` (429 past the cap). */
+  const admitFrom = async (perClient: ReturnType<typeof counter>, client: Client): Promise<void> => {
     if (max === 0) return
-    const requests = await linkRequestsPerClient.add(clientKey(client.address))
+    const requests = await perClient.add(clientKey(client.address))
     if (requests.count > max) throw rateLimited(requests.ttlMs / 1000)
   }
+  const admitMailRequest = (client: Client) => admitFrom(linkRequestsPerClient, client)
 
   return {
     async admit (client, account) {
       if (max === 0) return attempt(client, account)
-      const attempts = await attemptsPerClient.add(clientKey(client.address))
-      if (attempts.count > max) throw rateLimited(attempts.ttlMs / 1000)
+      await admitFrom(attemptsPerClient, client)
       if (account === undefined) return attempt(client, account)
       const [failures, successes] = await Promise.all([failuresPerAccount.read(digest(account)), successesPerAccount.read(digest(account))])
       if (failures.count >= max) {
@@ -200,6 +209,7 @@ export function signInLimits ({ counters, max, windowMs, linksPerHour, deviceKey
       return attempt(client, account)
     },
     admitMailRequest,
+    admitCeremony: (client) => admitFrom(ceremoniesPerClient, client),
     admitInbox,
     async admitLinkRequest (client, inbox) {
       await admitMailRequest(client)

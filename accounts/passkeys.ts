@@ -93,9 +93,10 @@ export interface Passkeys {
   /**
    * Sign-in options: discoverable (no `email`), or the credentials of the account with that
    * address; an address that is no account's (or an account without passkeys) gets made-up
-   * credentials, stable per address, after the same queries: the answer tells nothing.
+   * credentials, stable per address, after the same queries: the answer tells nothing. Counted
+   * per client before any query (SignInLimits.admitCeremony: 429 past it).
    */
-  signInOptions: (email?: string) => Promise<AuthenticationOptions>
+  signInOptions: (client: Client, email?: string) => Promise<AuthenticationOptions>
   /** Options for a user who already proved something: the second factor (`mfaTokenHash`) or a step-up (`sessionId`). */
   optionsFor: (purpose: 'second-factor' | 'step-up', userId: string, binding: Binding) => Promise<AuthenticationOptions>
   /**
@@ -261,7 +262,9 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
       })
     },
 
-    async signInOptions (email) {
+    async signInOptions (client, email) {
+      // Each stores a challenge: counted per client, before any query.
+      await limits.admitCeremony(client)
       if (email === undefined) return authenticationOptions(await newChallenge('sign-in', null, {}), undefined, 'required')
       const address = normalizeEmail(email)
       const user = await findUserByEmail(db, address)

@@ -98,8 +98,11 @@ export interface SecondFactor {
   regenerate: (client: Client, user: UserRow, currentPassword: string, code: string) => Promise<{ recoveryCodes: string[] }>
   /** A challenge for a sign-in of `user` whose first factor (`way`) checked out. */
   challenge: (user: UserRow, way: ChallengedWay, provider?: string) => Promise<Challenge>
-  /** The user a live challenge waits for (no try taken: for a passkey's options); 401 MFA_TOKEN_INVALID. */
-  pendingUser: (mfaToken: string) => Promise<{ userId: string, tokenHash: string }>
+  /**
+   * The user a live challenge waits for (no try taken: for a passkey's options, so counted per
+   * client as a passkey ceremony, before any query: SignInLimits.admitCeremony, 429); 401 MFA_TOKEN_INVALID.
+   */
+  pendingUser: (client: Client, mfaToken: string) => Promise<{ userId: string, tokenHash: string }>
   /**
    * Takes one try of the challenge an `mfaToken` names, once the client is within the sign-in
    * limits (429): 401 MFA_TOKEN_INVALID when it is unknown, used, expired, out of tries, or its
@@ -265,7 +268,8 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, pa
       return { mfaToken, methods: await passkeys.has(user.id) ? ['totp', 'recovery', 'passkey'] : ['totp', 'recovery'] }
     },
 
-    async pendingUser (mfaToken) {
+    async pendingUser (client, mfaToken) {
+      await limits.admitCeremony(client)
       const tokenHash = hashToken(mfaToken)
       const row = await findLiveChallenge(db, tokenHash)
       if (row === undefined) throw new MfaTokenInvalidError()

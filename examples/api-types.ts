@@ -688,7 +688,7 @@ export interface paths {
         put?: never;
         /**
          * Start a passkey sign-in: options for navigator.credentials.get()
-         * @description For `PublicKeyCredential.parseRequestOptionsFromJSON()`. No field: discoverable (no `allowCredentials`); `email`: that account's passkeys (an unknown address gets the same shape, after the same work); both need user verification, for POST /auth/passkey. `mfaToken`: that sign-in's account, presence enough, for POST /auth/mfa `{mfaToken, passkey}`; 401 `MFA_TOKEN_INVALID` when unknown, used or expired. Not both (400). Each challenge works once, within 5 minutes.
+         * @description For `PublicKeyCredential.parseRequestOptionsFromJSON()`. No field: discoverable (no `allowCredentials`); `email`: that account's passkeys (an unknown address gets the same shape, after the same work); both need user verification, for POST /auth/passkey. `mfaToken`: that sign-in's account, presence enough, for POST /auth/mfa `{mfaToken, passkey}`; 401 `MFA_TOKEN_INVALID` when unknown, used or expired. Not both (400). Each challenge works once, within 5 minutes. Limited per client address, like sign-in but counted apart from its attempts (429 `RATE_LIMITED`).
          */
         post: operations["passkeySignInOptions"];
         delete?: never;

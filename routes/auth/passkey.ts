@@ -23,18 +23,20 @@ const passkey: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'For `PublicKeyCredential.parseRequestOptionsFromJSON()`. No field: discoverable (no `allowCredentials`); `email`: that ' +
         'account\'s passkeys (an unknown address gets the same shape, after the same work); both need user verification, for POST ' +
         '/auth/passkey. `mfaToken`: that sign-in\'s account, presence enough, for POST /auth/mfa `{mfaToken, passkey}`; 401 ' +
-        '`MFA_TOKEN_INVALID` when unknown, used or expired. Not both (400). Each challenge works once, within 5 minutes.',
+        '`MFA_TOKEN_INVALID` when unknown, used or expired. Not both (400). Each challenge works once, within 5 minutes. ' +
+        'Limited per client address, like sign-in but counted apart from its attempts (429 `RATE_LIMITED`).',
       body: PasskeySignInOptionsBody,
       response: { 200: ref(AuthenticationOptions), ...errorResponses(401) }
     }
   }, async (request) => {
     const { email, mfaToken } = request.body
     if (email !== undefined && mfaToken !== undefined) throw new ValidationError(['body must have email or mfaToken, not both'])
+    const client = clientOf(request)
     if (mfaToken !== undefined) {
-      const { userId, tokenHash } = await fastify.secondFactor.pendingUser(mfaToken)
+      const { userId, tokenHash } = await fastify.secondFactor.pendingUser(client, mfaToken)
       return { success: true as const, data: await fastify.passkeys.optionsFor('second-factor', userId, { mfaTokenHash: tokenHash }) }
     }
-    return { success: true as const, data: await fastify.passkeys.signInOptions(email) }
+    return { success: true as const, data: await fastify.passkeys.signInOptions(client, email) }
   })
 
   fastify.post('/passkey', {

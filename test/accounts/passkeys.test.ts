@@ -452,9 +452,10 @@ t.test('a linked identity and a passkey: each is a way in when the other goes (a
 
 t.test('passkey sign-in attempts count under the sign-in limits, before any query', async (t) => {
   const limited = await build(t, { AUTH_RATE_LIMIT_MAX: '2' })
+  // Each answer from one address, its options fetched from addresses of their own.
   const from = randomAddress()
   const attempt = async () => {
-    const options = json(await limited.inject({ method: 'POST', url: '/auth/passkey/options', remoteAddress: from, payload: {} })).data
+    const options = json(await limited.inject({ method: 'POST', url: '/auth/passkey/options', remoteAddress: randomAddress(), payload: {} })).data
     return limited.inject({ method: 'POST', url: '/auth/passkey', remoteAddress: from, payload: { response: assert(newAuthenticator(), options) } })
   }
   t.equal(json(await attempt()).code, 'PASSKEY_UNKNOWN')
@@ -462,6 +463,37 @@ t.test('passkey sign-in attempts count under the sign-in limits, before any quer
   const third = await attempt()
   t.equal(third.statusCode, 429, 'the third from one address')
   t.equal(json(third).code, 'RATE_LIMITED')
+})
+
+t.test('passkey ceremonies started without a session count per client, apart from sign-ins: past the limit no challenge is stored', async (t) => {
+  const limited = await build(t, { AUTH_RATE_LIMIT_MAX: '2' })
+  const challenges = async () => Number((await limited.db.selectFrom('webauthn_challenges').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow()).n)
+  const from = randomAddress()
+  const options = (payload: Record<string, string>, remoteAddress = from) =>
+    limited.inject({ method: 'POST', url: '/auth/passkey/options', remoteAddress, payload })
+
+  const before = await challenges()
+  t.equal((await options({})).statusCode, 200, 'discoverable')
+  t.equal((await options({ email: 'someone@example.com' })).statusCode, 200, 'by email')
+  const third = await options({})
+  t.equal(third.statusCode, 429, 'the third from one address')
+  t.equal(json(third).code, 'RATE_LIMITED')
+  t.ok(Number(third.headers['retry-after']) > 0, 'with Retry-After')
+  t.equal((await options({ email: 'someone@example.com' })).statusCode, 429, 'by email too')
+  t.equal(await challenges(), before + 2, 'the refused ones stored no challenge')
+  t.equal((await options({}, randomAddress())).statusCode, 200, 'another address has its own count')
+
+  // A second factor's options: counted the same way, before the mfaToken is looked up.
+  t.equal(json(await options({ mfaToken: 'not-a-token' })).code, 'RATE_LIMITED', 'an mfaToken from the same address')
+  const other = randomAddress()
+  t.equal(json(await options({ mfaToken: 'not-a-token' }, other)).code, 'MFA_TOKEN_INVALID')
+  t.equal(json(await options({ mfaToken: 'not-a-token' }, other)).code, 'MFA_TOKEN_INVALID')
+  t.equal(json(await options({}, other)).code, 'RATE_LIMITED', 'which counted toward the same limit')
+
+  // Sign-ins are counted apart: a client out of ceremonies still signs in with a password.
+  const user = await registerUser(limited)
+  const login = await limited.inject({ method: 'POST', url: '/auth/login', remoteAddress: from, payload: { email: user.email, password: user.password } })
+  t.equal(login.statusCode, 200, 'a password sign-in from the same address')
 })
 
 t.test('at most 50 passkeys an account', async (t) => {
