@@ -8,9 +8,8 @@ import { randomUUID } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import { consumeEmailToken, findUserForEmailToken, voidEmailTokens } from '../db/email-tokens.js'
-import { linkedProviders, removeIdentitiesLinkedElsewhere, voidSignInState } from '../db/identities.js'
+import { linkedProviders, removeIdentitiesLinkedElsewhere } from '../db/identities.js'
 import { recordSecurityEvent } from '../db/security-events.js'
-import { endSessions } from '../db/sessions.js'
 import type { Database, UserRow } from '../db/types.js'
 import {
   applyPendingEmail, createUserWithPreferences, findUserByEmail, isUniqueViolation, lockUser, markEmailVerified, normalizeEmail, resetPassword, updateUser
@@ -23,7 +22,7 @@ import { hashToken } from '../token-hash.js'
 import { revokeKeysOnReset } from './api-keys.js'
 import { recordedClient, type Attempt, type SignInLimits } from './limits.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
-import type { Sessions } from './sessions.js'
+import { endSignIns, type Sessions } from './sessions.js'
 
 /** A check that signed the user in: the route issues the token and sets the device cookie. */
 export interface SignedIn {
@@ -192,10 +191,9 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
           await recordSecurityEvent(tx, { userId: row.id, type: 'email-change-requested', ...recordedClient(client) })
         }
         if (passwordHash !== undefined) {
-          // A reset link sent before the change must not undo it; every session ends (the route signs in anew).
+          // A reset link sent before the change must not undo it; every sign-in ends, those on their way too (the route signs in anew).
           await voidEmailTokens(tx, row.id, 'password_reset')
-          await endSessions(tx, row.id)
-          await voidSignInState(tx, row.id)
+          await endSignIns(tx, row.id)
           await recordSecurityEvent(tx, { userId: row.id, type: 'password-changed', ...recordedClient(client) })
           emails.push({ kind: 'password-changed', user: row, providers: await linkedProviders(tx, row.id) })
         }
@@ -231,8 +229,7 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
         if (used === undefined) return { value: undefined, emails: [] }
         const { userId } = used
         const updated = await resetPassword(tx, userId, passwordHash)
-        await endSessions(tx, userId)
-        await voidSignInState(tx, userId)
+        await endSignIns(tx, userId)
         await recordSecurityEvent(tx, { userId, type: 'password-changed', method: 'password-reset', ...recordedClient(client) })
         // The reset proves this address is the owner's: a way in linked under another one may be whoever moved the account here.
         await unlinkedBy(tx, userId, 'password-reset', client)

@@ -35,6 +35,19 @@ export interface PresentedToken {
   verifiedAt: number
 }
 
+/**
+ * Ends every way the user is signed in, in `tx`, but `exceptId`'s session: sign-ins still on
+ * their way first (links in flight, provider codes not yet exchanged, sign-ins waiting for their
+ * second factor), then the sessions. In this order a sign-in completing meanwhile either loses
+ * its use-once update to the void, or committed first, and then its session is one the last
+ * statement ends. The number of sessions ended.
+ */
+export async function endSignIns (tx: Kysely<Database>, userId: string, exceptId?: string): Promise<number> {
+  await voidSignInState(tx, userId)
+  await voidChallenges(tx, userId)
+  return endSessions(tx, userId, exceptId)
+}
+
 export interface SessionStart {
   id: string
   userId: string
@@ -133,11 +146,8 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
       return db.transaction().execute(async (tx) => {
         // The caller's own token survives as a session (its jti another user's session id: 401, it would not survive).
         await adoptToken(tx, userId, current, client)
-        const ended = await endSessions(tx, userId, current.jti)
+        const ended = await endSignIns(tx, userId, current.jti)
         await endOtherTokens(tx, userId, new Date())
-        // Links in flight, codes not yet exchanged and sign-ins waiting for their second factor end with the sessions.
-        await voidSignInState(tx, userId)
-        await voidChallenges(tx, userId)
         await recordSecurityEvent(tx, { userId, type: 'other-sessions-ended', ...recordedClient(client) })
         return ended
       })

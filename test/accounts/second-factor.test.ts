@@ -10,6 +10,7 @@ import { matchStep } from '../../accounts/totp.js'
 import { loadConfig } from '../../config.js'
 import { build, json, randomAddress, registerUser, type TestUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
+import { hashToken } from '../../token-hash.js'
 
 // Notices are read where users read them: off a real SMTP server.
 const sink = await startSmtpSink()
@@ -53,6 +54,10 @@ async function enrolledUser (on: FastifyInstance = app): Promise<Enrolled> {
 }
 
 /** The first step of a sign-in: the mfaToken. */
+/** The token hashes of the user's sign-ins waiting for their second factor, used or not. */
+const challengesOf = async (userId: string) =>
+  (await app.db.selectFrom('mfa_challenges').select('token_hash').where('user_id', '=', userId).execute()).map((r) => r.token_hash)
+
 async function challenge (on: FastifyInstance, user: TestUser): Promise<string> {
   const res = await login(on, user)
   if (res.statusCode !== 200 || json(res).mfaRequired !== true) throw new Error(`login: ${res.statusCode} ${res.body}`)
@@ -202,6 +207,9 @@ t.test('an mfaToken: 5 tries, 5 minutes, bound to the password it followed, the 
   t.equal(change.statusCode, 200)
   const afterChange = await post(app, '/auth/mfa', { mfaToken: beforeChange, code: codeAt(user.secret, Date.now() + 30_000) })
   t.equal(json(afterChange).code, 'MFA_TOKEN_INVALID', 'the password changed since: void')
+  // Gone with the change, not only refused after it: an answer racing the change (its token
+  // checked just before) then finds no challenge to use, or used it first and its session ended.
+  t.same(await challengesOf(user.id), [], 'the change voided every sign-in waiting for a code')
 
   const changed = { ...user, password: 'a new password here' }
   const beforeLogoutOthers = await challenge(app, changed)
@@ -312,9 +320,12 @@ t.test('a password reset never turns the factor off: its answer is the challenge
   const user = await enrolledUser()
   t.equal((await post(app, '/auth/password/forgot', { email: user.email })).statusCode, 202)
   const mail = await mailTo(user.email, /^Reset your password/)
+  const waiting = await challenge(app, user)
   const reset = await post(app, '/auth/password/reset', { token: mail.token!, password: 'a brand new password' })
   t.equal(reset.statusCode, 200)
   t.equal(json(reset).mfaRequired, true, 'the reset answers the challenge, not a token')
+  t.same(await challengesOf(user.id), [hashToken(json(reset).mfaToken)], 'the sign-in waiting before the reset is void; its own challenge is the one left')
+  t.equal(json(await post(app, '/auth/mfa', { mfaToken: waiting, code: codeAt(user.secret, Date.now() + 30_000) })).code, 'MFA_TOKEN_INVALID')
   t.notOk('token' in json(reset))
   const done = await post(app, '/auth/mfa', { mfaToken: json(reset).mfaToken, code: codeAt(user.secret, Date.now() + 30_000) })
   t.equal(done.statusCode, 200)
