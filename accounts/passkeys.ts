@@ -33,6 +33,7 @@ import {
 } from '../errors.js'
 import { hashToken } from '../token-hash.js'
 import { recordedClient, type SignInLimits } from './limits.js'
+import { needsVerifiedEmail } from './new-way-in.js'
 import type { AccountEmail, AccountMail } from './mail.js'
 import type { Sessions } from './sessions.js'
 
@@ -192,6 +193,7 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
     has: async (userId) => await countPasskeys(db, userId) > 0,
 
     async registrationOptions (user, sessionId) {
+      needsVerifiedEmail(user)
       const handle = await userHandleOf(db, user.id, () => randomBytes(32).toString('base64url'))
       const existing = await listPasskeys(db, user.id)
       const challenge = await newChallenge('registration', user.id, { sessionId })
@@ -211,6 +213,7 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
     },
 
     async register (client, user, sessionId, name, response) {
+      needsVerifiedEmail(user)
       const used = await useChallenge(response.response.clientDataJSON, 'registration', { userId: user.id, sessionId }).catch((err: unknown) => {
         if (err instanceof PasskeyRefusal) throw new PasskeyRejectedError()
         throw err

@@ -16,12 +16,13 @@ import { liveSessionStart } from '../db/sessions.js'
 import type { Database, IdentityRow, UserRow } from '../db/types.js'
 import { createUserWithPreferences, findUserByEmail, findUserById, isUniqueViolation, normalizeEmail } from '../db/users.js'
 import {
-  EmailNotVerifiedError, IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, SignInCodeInvalidError, UnauthorizedError, ValidationError
+  IdentityNotFoundError, LastSignInMethodError, ProviderNotFoundError, SignInCodeInvalidError, UnauthorizedError, ValidationError
 } from '../errors.js'
 import { isAcceptableEmail } from '../schemas/users.js'
 import { hashToken } from '../token-hash.js'
 import { IdentityProviderError, randomFlowSecrets, type IdentityProvider, type VerifiedIdentity } from './identity-provider.js'
 import { recordedClient, type SignInLimits } from './limits.js'
+import { needsVerifiedEmail } from './new-way-in.js'
 import type { AccountMail } from './mail.js'
 import { adoptToken, type PresentedToken } from './sessions.js'
 
@@ -274,8 +275,8 @@ export function providerSignIn (deps: ProviderSignInDependencies): ProviderSignI
     async startLink (client, { user, token }, providerId, returnTo) {
       providerOf(providerId)
       // A new way in is for the owner: one who proved it just now (the route's step-up), to an
-      // address that is theirs (an unconfirmed address may be someone else's, registered to wait for its owner).
-      if (user.email_verified === null) throw new EmailNotVerifiedError()
+      // address that is theirs (accounts/new-way-in.ts).
+      needsVerifiedEmail(user)
       // The link completes only while this session lives: a token signed elsewhere becomes one.
       await adoptToken(db, user.id, token, client)
       return begin(client, providerId, returnTo, { userId: user.id, sessionId: token.jti })

@@ -29,6 +29,7 @@ import {
 import { hashToken } from '../token-hash.js'
 import { checkCurrentPassword } from './current-password.js'
 import { recordedClient, type SignInLimits } from './limits.js'
+import { needsVerifiedEmail } from './new-way-in.js'
 import type { AccountEmail, AccountMail, ChangeWithMail } from './mail.js'
 import { PasskeyRefusal, type AuthenticationResponse, type Passkeys } from './passkeys.js'
 import { SealOpenError, type Sealer } from './secret-seal.js'
@@ -202,6 +203,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, pa
 
     async enrol (client, user, currentPassword) {
       const seal = needSealer()
+      needsVerifiedEmail(user)
       if (await hasTotp(db, user.id)) throw new MfaAlreadyEnabledError()
       await checkCurrentPassword(passwordCheck, client, user, currentPassword)
       const secret = newTotpSecret()
@@ -211,6 +213,7 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, pa
 
     async confirm (client, user, code) {
       const seal = needSealer()
+      needsVerifiedEmail(user)
       await limits.admit(client)
       const factor = await findTotpFactor(db, user.id)
       if (factor === undefined) throw new MfaNotPendingError()

@@ -170,7 +170,7 @@ export interface paths {
         put?: never;
         /**
          * Start two-step sign-in: a TOTP seed for an authenticator app
-         * @description Checks the current password (400 `INVALID_CURRENT_PASSWORD`, counted as a failed sign-in; `PASSWORD_NOT_SET` for an account without one: set one through the password reset first), then answers a new seed (`secret`, base32) and its `otpauthUrl` for a QR code. Nothing changes for sign-in until POST /account/mfa/totp/confirm takes its first code; enrolling again before that replaces the seed. 409 `MFA_ALREADY_ENABLED` when it is on (turn it off first). 503 `MFA_NOT_CONFIGURED` in production without MFA_ENCRYPTION_KEY. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         * @description Checks the current password (400 `INVALID_CURRENT_PASSWORD`, counted as a failed sign-in; `PASSWORD_NOT_SET` for an account without one: set one through the password reset first), then answers a new seed (`secret`, base32) and its `otpauthUrl` for a QR code. Nothing changes for sign-in until POST /account/mfa/totp/confirm takes its first code; enrolling again before that replaces the seed. 409 `MFA_ALREADY_ENABLED` when it is on (turn it off first). 403 `EMAIL_NOT_VERIFIED` while the account's address is unconfirmed (a reset never turns TOTP off: a seed set by whoever registered someone else's address would lock its owner out). 503 `MFA_NOT_CONFIGURED` in production without MFA_ENCRYPTION_KEY. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
          */
         post: operations["enrolTotp"];
         /**
@@ -194,7 +194,7 @@ export interface paths {
         put?: never;
         /**
          * Turn two-step sign-in on with the app's first code: ten recovery codes, shown once
-         * @description The code of the seed POST /account/mfa/totp answered (±30 s); it cannot then sign in. A wrong code: 400 `MFA_CODE_INCORRECT`. No enrolment waiting: 409 `MFA_NOT_PENDING`; on already: 409 `MFA_ALREADY_ENABLED`. From then on every sign-in of the account (password, reset, provider) asks for a code. Records `mfa-enabled` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         * @description The code of the seed POST /account/mfa/totp answered (±30 s); it cannot then sign in. A wrong code: 400 `MFA_CODE_INCORRECT`. No enrolment waiting: 409 `MFA_NOT_PENDING`; on already: 409 `MFA_ALREADY_ENABLED`; an unconfirmed address: 403 `EMAIL_NOT_VERIFIED`. From then on every sign-in of the account (password, reset, provider) asks for a code. Records `mfa-enabled` and mails a notice. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
          */
         post: operations["confirmTotp"];
         delete?: never;
@@ -234,7 +234,7 @@ export interface paths {
         put?: never;
         /**
          * Start registering a passkey: options for navigator.credentials.create()
-         * @description For `PublicKeyCredential.parseCreationOptionsFromJSON()`: relying party APP_URL's host, user verification required, a discoverable credential preferred, the account's passkeys excluded. The challenge works once, for this session, within 5 minutes. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         * @description For `PublicKeyCredential.parseCreationOptionsFromJSON()`: relying party APP_URL's host, user verification required, a discoverable credential preferred, the account's passkeys excluded. The challenge works once, for this session, within 5 minutes. 403 `EMAIL_NOT_VERIFIED` while the account's address is unconfirmed (it may be someone else's, registered to wait for its owner). Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
          */
         post: operations["passkeyRegistrationOptions"];
         delete?: never;
@@ -258,7 +258,7 @@ export interface paths {
         put?: never;
         /**
          * Register a passkey: the browser's answer to POST /account/passkeys/options
-         * @description `response`: `credential.toJSON()` of what `navigator.credentials.create()` gave. 400 `PASSKEY_REJECTED`: not this session's challenge, used or expired, another origin or relying party, or no user verification. 409 `PASSKEY_ALREADY_REGISTERED` when that credential is registered already, `PASSKEY_LIMIT_REACHED` when the account has 50 already. Records `passkey-added`; emails the owner. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
+         * @description `response`: `credential.toJSON()` of what `navigator.credentials.create()` gave. 400 `PASSKEY_REJECTED`: not this session's challenge, used or expired, another origin or relying party, or no user verification. 409 `PASSKEY_ALREADY_REGISTERED` when that credential is registered already, `PASSKEY_LIMIT_REACHED` when the account has 50 already. 403 `EMAIL_NOT_VERIFIED` while the account's address is unconfirmed. Records `passkey-added`; emails the owner. Only from a session that signed in or stepped up within STEP_UP_MAX_AGE_S (`x-step-up`; otherwise 403 `STEP_UP_REQUIRED`).
          */
         post: operations["registerPasskey"];
         delete?: never;

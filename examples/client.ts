@@ -87,7 +87,8 @@ export async function exchangeSignInCode (baseUrl: string, code: string, askForC
 export async function turnOnTwoStep (baseUrl: string, token: string, password: string, addToApp: (otpauthUrl: string, secret: string) => Promise<string>) {
   const api = apiClient(baseUrl, token)
   const enrolled = await api.POST('/account/mfa/totp', { body: { currentPassword: password } })
-  // STEP_UP_REQUIRED: POST /auth/step-up first (error.stepUp.methods says with what).
+  // STEP_UP_REQUIRED: POST /auth/step-up first (error.stepUp.methods says with what);
+  // EMAIL_NOT_VERIFIED: the address must be confirmed first (POST /auth/email/verification).
   if (enrolled.error) throw new Error(`enrol: ${enrolled.error.code}`)
   const code = await addToApp(enrolled.data.data.otpauthUrl, enrolled.data.data.secret)
   const confirmed = await api.POST('/account/mfa/totp/confirm', { body: { code } })

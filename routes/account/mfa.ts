@@ -30,7 +30,9 @@ const mfa: FastifyPluginAsyncTypebox = async (fastify) => {
       description: 'Checks the current password (400 `INVALID_CURRENT_PASSWORD`, counted as a failed sign-in; `PASSWORD_NOT_SET` for an account ' +
         'without one: set one through the password reset first), then answers a new seed (`secret`, base32) and its `otpauthUrl` for a QR ' +
         'code. Nothing changes for sign-in until POST /account/mfa/totp/confirm takes its first code; enrolling again before that replaces ' +
-        'the seed. 409 `MFA_ALREADY_ENABLED` when it is on (turn it off first). 503 `MFA_NOT_CONFIGURED` in production without ' +
+        'the seed. 409 `MFA_ALREADY_ENABLED` when it is on (turn it off first). 403 `EMAIL_NOT_VERIFIED` while the account\'s address ' +
+        'is unconfirmed (a reset never turns TOTP off: a seed set by whoever registered someone else\'s address would lock its owner out). ' +
+        '503 `MFA_NOT_CONFIGURED` in production without ' +
         'MFA_ENCRYPTION_KEY. ' + STEP_UP_NOTE,
       body: ref(TotpEnrolBody),
       response: { 200: ref(TotpEnrolment), ...errorResponses(409) }
@@ -44,7 +46,7 @@ const mfa: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'confirmTotp',
       summary: 'Turn two-step sign-in on with the app\'s first code: ten recovery codes, shown once',
       description: 'The code of the seed POST /account/mfa/totp answered (±30 s); it cannot then sign in. A wrong code: 400 `MFA_CODE_INCORRECT`. ' +
-        'No enrolment waiting: 409 `MFA_NOT_PENDING`; on already: 409 `MFA_ALREADY_ENABLED`. From then on every sign-in of the account ' +
+        'No enrolment waiting: 409 `MFA_NOT_PENDING`; on already: 409 `MFA_ALREADY_ENABLED`; an unconfirmed address: 403 `EMAIL_NOT_VERIFIED`. From then on every sign-in of the account ' +
         '(password, reset, provider) asks for a code. Records `mfa-enabled` and mails a notice. ' + STEP_UP_NOTE,
       body: ref(TotpConfirmBody),
       response: { 200: ref(RecoveryCodes), ...errorResponses(409) }

@@ -31,7 +31,8 @@ const passkeys: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Start registering a passkey: options for navigator.credentials.create()',
       description: 'For `PublicKeyCredential.parseCreationOptionsFromJSON()`: relying party APP_URL\'s host, user verification required, ' +
         'a discoverable credential preferred, the account\'s passkeys excluded. The challenge works once, for this session, within 5 ' +
-        'minutes. ' + STEP_UP_NOTE,
+        'minutes. 403 `EMAIL_NOT_VERIFIED` while the account\'s address is unconfirmed (it may be someone else\'s, registered to wait ' +
+        'for its owner). ' + STEP_UP_NOTE,
       response: { 200: RegistrationOptions }
     }
   }, async (request) => ({ success: true as const, data: await fastify.passkeys.registrationOptions(request.user, request.principal.session!.jti) }))
@@ -44,7 +45,7 @@ const passkeys: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Register a passkey: the browser\'s answer to POST /account/passkeys/options',
       description: '`response`: `credential.toJSON()` of what `navigator.credentials.create()` gave. 400 `PASSKEY_REJECTED`: not this ' +
         'session\'s challenge, used or expired, another origin or relying party, or no user verification. 409 `PASSKEY_ALREADY_REGISTERED` when that credential is registered already, ' +
-        '`PASSKEY_LIMIT_REACHED` when the account has 50 already. ' +
+        '`PASSKEY_LIMIT_REACHED` when the account has 50 already. 403 `EMAIL_NOT_VERIFIED` while the account\'s address is unconfirmed. ' +
         'Records `passkey-added`; emails the owner. ' + STEP_UP_NOTE,
       body: RegisterPasskeyBody,
       response: { 201: ref(PasskeyResponse), ...errorResponses(409) }

@@ -10,7 +10,7 @@ import type { FastifyInstance } from 'fastify'
 import t from 'tap'
 import { Secret, TOTP } from 'otpauth'
 import { counterAccepted } from '../../accounts/passkeys.js'
-import { build, json, randomAddress, registerUser, type TestUser } from '../support/helper.js'
+import { build, json, randomAddress, registerUser, verifiedUser, type TestUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 
 const sink = await startSmtpSink()
@@ -129,7 +129,7 @@ const signInOptions = async (body: Record<string, string> = {}) => json(await po
 const signIn = (response: unknown) => post('/auth/passkey', { response })
 
 async function userWithPasskey (options: { synced?: boolean, counter?: number } = {}) {
-  const user = await registerUser(app)
+  const user = await verifiedUser(app)
   const authenticator = newAuthenticator(options)
   const passkey = await registerPasskey(user, authenticator)
   return { user, authenticator, passkey }
@@ -157,7 +157,7 @@ t.test('the counter policy (§4)', async (t) => {
 })
 
 t.test('register: options need a fresh session, the passkey is listed with what the Signal API needs, an event and a notice', async (t) => {
-  const user = await registerUser(app)
+  const user = await verifiedUser(app)
   const optionsRes = await post('/account/passkeys/options', undefined, user.auth)
   t.equal(optionsRes.statusCode, 200)
   const options = json(optionsRes).data
@@ -187,7 +187,7 @@ t.test('register: options need a fresh session, the passkey is listed with what 
 })
 
 t.test('registration refused: no user verification, another origin, a used challenge, another session\'s challenge, a stale session', async (t) => {
-  const user = await registerUser(app)
+  const user = await verifiedUser(app)
   const options = async (token = user.token) => json(await post('/account/passkeys/options', undefined, bearer(token))).data
   const register = (response: unknown, token = user.token) => post('/account/passkeys', { name: 'Key', response }, bearer(token))
 
@@ -214,6 +214,32 @@ t.test('registration refused: no user verification, another origin, a used chall
   t.equal(json(stale).code, 'STEP_UP_REQUIRED')
   t.equal(json(await post('/account/passkeys/options', undefined, user.auth)).code, 'STEP_UP_REQUIRED')
   t.equal(json(await app.inject({ method: 'GET', url: '/account/passkeys', headers: user.auth })).data.length, 1, 'only the one that checked out')
+})
+
+t.test('an account waiting for its address\'s owner takes no passkey and no second factor: the registrant keeps no way in past the owner\'s reset', async (t) => {
+  // Someone registers the victim's address (a fresh session: step-up passes) and tries to add
+  // what a reset would not take away.
+  const squatted = await registerUser(app)
+  const options = await post('/account/passkeys/options', undefined, squatted.auth)
+  t.equal(options.statusCode, 403)
+  t.same(json(options), { success: false, error: 'Verify your email address first', code: 'EMAIL_NOT_VERIFIED' })
+  const elsewhere = json(await post('/account/passkeys/options', undefined, (await verifiedUser(app)).auth)).data
+  const register = await post('/account/passkeys', { name: 'Mine now', response: attest(newAuthenticator(), elsewhere) }, squatted.auth)
+  t.equal(json(register).code, 'EMAIL_NOT_VERIFIED', 'nor a registration')
+  const totp = await post('/account/mfa/totp', { currentPassword: squatted.password }, squatted.auth)
+  t.equal(totp.statusCode, 403)
+  t.equal(json(totp).code, 'EMAIL_NOT_VERIFIED', 'nor a TOTP seed (a reset keeps TOTP on: the owner would be locked out)')
+  const confirm = await post('/account/mfa/totp/confirm', { code: '123456' }, squatted.auth)
+  t.equal(json(confirm).code, 'EMAIL_NOT_VERIFIED')
+  const stored = async (table: 'passkeys' | 'totp_factors' | 'webauthn_challenges') =>
+    (await app.db.selectFrom(table).select('user_id').where('user_id', '=', squatted.id).execute()).length
+  t.same([await stored('passkeys'), await stored('totp_factors'), await stored('webauthn_challenges')], [0, 0, 0], 'nothing stored')
+
+  // Once the address's inbox confirms it, the account's owner adds them.
+  const welcome = await mailTo(squatted.email, /^Welcome/)
+  t.equal((await post('/auth/email/verify', { token: welcome.token! })).statusCode, 200)
+  t.equal((await post('/account/passkeys/options', undefined, squatted.auth)).statusCode, 200, 'a confirmed address: options')
+  t.equal((await post('/account/mfa/totp', { currentPassword: squatted.password }, squatted.auth)).statusCode, 200, 'and a seed')
 })
 
 t.test('sign in with a passkey alone, discoverable: both factors, no TOTP asked, method passkey', async (t) => {
@@ -284,7 +310,7 @@ t.test('by email: an address that is no account\'s gets the same shape, stable, 
   t.equal(unknown.allowCredentials.length, 1)
   t.same(unknownAgain.allowCredentials, unknown.allowCredentials, 'the same made-up credential each time, like a real account')
   t.equal(Buffer.from(unknown.allowCredentials[0].id, 'base64url').length, 16)
-  const withoutPasskeys = await registerUser(app)
+  const withoutPasskeys = await verifiedUser(app)
   t.equal((await signInOptions({ email: withoutPasskeys.email })).allowCredentials.length, 1, 'an account without passkeys looks the same')
 })
 
@@ -417,7 +443,7 @@ t.test('rename and remove: 404 for another user\'s, the last way in kept, an eve
 })
 
 t.test('bodies are bounded and strict', async (t) => {
-  const user = await registerUser(app)
+  const user = await verifiedUser(app)
   const options = json(await post('/account/passkeys/options', undefined, user.auth)).data
   const response = attest(newAuthenticator(), options)
   t.equal((await post('/account/passkeys', { name: 'Key', response: { ...response, extra: 1 } }, user.auth)).statusCode, 400, 'unknown fields refused')
@@ -430,7 +456,7 @@ t.test('a linked identity and a passkey: each is a way in when the other goes (a
   // A configured provider (never reached: its discovery happens on first use); the identities are written as a link would.
   const withIdp = await build(t, { OIDC_PROVIDERS: 'test', OIDC_TEST_ISSUER: 'https://idp.example.com', OIDC_TEST_CLIENT_ID: 'c', OIDC_TEST_CLIENT_SECRET: 's' })
   const passwordless = async () => {
-    const user = await registerUser(withIdp)
+    const user = await verifiedUser(withIdp)
     const passkey = await registerPasskey(user, newAuthenticator(), 'Only one', withIdp)
     await withIdp.db.updateTable('users').set({ password: null }).where('id', '=', user.id).execute()
     const identityId = randomUUID()
@@ -491,7 +517,7 @@ t.test('passkey ceremonies started without a session count per client, apart fro
   t.equal(json(await options({}, other)).code, 'RATE_LIMITED', 'which counted toward the same limit')
 
   // Sign-ins are counted apart: a client out of ceremonies still signs in with a password.
-  const user = await registerUser(limited)
+  const user = await verifiedUser(limited)
   const login = await limited.inject({ method: 'POST', url: '/auth/login', remoteAddress: from, payload: { email: user.email, password: user.password } })
   t.equal(login.statusCode, 200, 'a password sign-in from the same address')
 })
@@ -511,6 +537,6 @@ t.test('at most 50 passkeys an account', async (t) => {
 t.test('the options routes take no body', async (t) => {
   t.equal((await app.inject({ method: 'POST', url: '/auth/passkey/options' })).statusCode, 200, 'no body')
   t.equal((await app.inject({ method: 'POST', url: '/auth/passkey/options', payload: {} })).statusCode, 200, '{}')
-  const user = await registerUser(app)
+  const user = await verifiedUser(app)
   t.equal((await app.inject({ method: 'POST', url: '/account/passkeys/options', headers: { ...user.auth, 'content-type': 'application/json' }, payload: '' })).statusCode, 200)
 })

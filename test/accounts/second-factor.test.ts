@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify'
 import { Secret, TOTP } from 'otpauth'
 import { matchStep } from '../../accounts/totp.js'
 import { loadConfig } from '../../config.js'
-import { build, json, randomAddress, registerUser, type TestUser } from '../support/helper.js'
+import { build, json, randomAddress, registerUser, verifiedUser, type TestUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 import { hashToken } from '../../token-hash.js'
 
@@ -44,7 +44,7 @@ interface Enrolled extends TestUser { secret: string, recoveryCodes: string[] }
 
 /** A user with TOTP on: enrolled and confirmed with the code of the current step (which, then, no sign-in takes). */
 async function enrolledUser (on: FastifyInstance = app): Promise<Enrolled> {
-  const user = await registerUser(on)
+  const user = await verifiedUser(on)
   const enrol = await post(on, '/account/mfa/totp', { currentPassword: user.password }, user.auth)
   if (enrol.statusCode !== 200) throw new Error(`enrol: ${enrol.statusCode} ${enrol.body}`)
   const { secret } = json(enrol).data
@@ -53,11 +53,11 @@ async function enrolledUser (on: FastifyInstance = app): Promise<Enrolled> {
   return { ...user, secret, recoveryCodes: json(confirm).data.recoveryCodes }
 }
 
-/** The first step of a sign-in: the mfaToken. */
 /** The token hashes of the user's sign-ins waiting for their second factor, used or not. */
 const challengesOf = async (userId: string) =>
   (await app.db.selectFrom('mfa_challenges').select('token_hash').where('user_id', '=', userId).execute()).map((r) => r.token_hash)
 
+/** The first step of a sign-in: the mfaToken. */
 async function challenge (on: FastifyInstance, user: TestUser): Promise<string> {
   const res = await login(on, user)
   if (res.statusCode !== 200 || json(res).mfaRequired !== true) throw new Error(`login: ${res.statusCode} ${res.body}`)
@@ -100,7 +100,7 @@ t.test('the window: one step either side is accepted, two are not', async (t) =>
 
 t.test('enrol, confirm, sign in with a code; the confirming code and any used code never sign in', async (t) => {
   await midStep()
-  const user = await registerUser(app)
+  const user = await verifiedUser(app)
   t.same(json(await app.inject({ method: 'GET', url: '/account/mfa', headers: user.auth })).data, { totp: 'off', recoveryCodesLeft: 0 })
   const wrongPassword = await post(app, '/account/mfa/totp', { currentPassword: 'not it at all' }, user.auth)
   t.equal(json(wrongPassword).code, 'INVALID_CURRENT_PASSWORD', 'enrolment needs the current password')

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net'
 import { Secret, TOTP } from 'otpauth'
 import t, { type Test } from 'tap'
 import { launchChromium } from '../support/chromium.js'
-import { build, uniqueEmail } from '../support/helper.js'
+import { build, confirmAddress, uniqueEmail } from '../support/helper.js'
 import { freePort } from './process.js'
 
 /** The web client: a sign-in form, then, when the API asks, a code form; #result shows the outcome. */
@@ -89,7 +89,8 @@ t.test('a browser signs in with a password, is asked for the code, types it, and
   const post = async (path: string, body: unknown, token?: string) => (await fetch(api + path, {
     method: 'POST', headers: { 'content-type': 'application/json', ...(token && { authorization: `Bearer ${token}` }) }, body: JSON.stringify(body)
   })).json() as Promise<Record<string, any>>
-  const { token } = await post('/auth/register', { email, password })
+  const { token, user } = await post('/auth/register', { email, password })
+  await confirmAddress(server, user.id)
   const { data: { secret } } = await post('/account/mfa/totp', { currentPassword: password }, token)
   t.equal((await post('/account/mfa/totp/confirm', { code: codeAt(secret, Date.now()) }, token)).success, true, 'two-step sign-in on')
 

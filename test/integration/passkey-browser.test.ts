@@ -15,7 +15,7 @@ import { Secret, TOTP } from 'otpauth'
 import type { CDPSession, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { launchChromium } from '../support/chromium.js'
-import { build, uniqueEmail } from '../support/helper.js'
+import { build, confirmAddress, uniqueEmail } from '../support/helper.js'
 import { freePort } from './process.js'
 
 /**
@@ -125,6 +125,7 @@ t.test('passkeys in Chromium: register, sign in past TOTP, presence only as a se
     method: 'POST', headers: { 'content-type': 'application/json', ...(token && { authorization: `Bearer ${token}` }) }, body: JSON.stringify(body)
   })).json() as Promise<Record<string, any>>
   const { token, user } = await post('/auth/register', { email, password })
+  await confirmAddress(server, user.id)
   const { data: { secret } } = await post('/account/mfa/totp', { currentPassword: password }, token)
   const code = TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 })
   t.equal((await post('/account/mfa/totp/confirm', { code }, token)).success, true, 'two-step sign-in on')

@@ -4,7 +4,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { Secret, TOTP } from 'otpauth'
-import { build, json, randomAddress, registerUser, serverDatabase } from '../support/helper.js'
+import { build, json, randomAddress, serverDatabase, verifiedUser } from '../support/helper.js'
 
 const { url } = await serverDatabase(t, 'mfa_race')
 const env = { DATABASE_URL: url.toString(), DATABASE_POOL_MAX: '10' }
@@ -19,7 +19,7 @@ async function enrolled () {
   // Not within the last 3 s of a step: the codes computed here are judged in the step they were made for.
   const into = Date.now() % 30_000
   if (into > 27_000) await new Promise((resolve) => setTimeout(resolve, 30_000 - into + 50))
-  const user = await registerUser(a)
+  const user = await verifiedUser(a)
   const secret = json(await post(a, '/account/mfa/totp', { currentPassword: user.password }, user.auth)).data.secret as string
   const confirmed = await post(a, '/account/mfa/totp/confirm', { code: codeAt(secret, Date.now()) }, user.auth)
   if (confirmed.statusCode !== 200) throw new Error(`confirm: ${confirmed.body}`)
