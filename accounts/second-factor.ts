@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import {
-  advanceTotpStep, clearSecondFactorFailures, confirmTotp, createChallenge, deleteSecondFactor, findLiveChallenge, findTotpFactor, hasTotp, recordSecondFactorFailure,
+  advanceTotpStep, clearSecondFactorFailures, confirmTotp, createChallenge, deleteSecondFactor, findLiveChallenge, findTotpFactor, hasTotp, releaseSecondFactorTry, takeSecondFactorTry,
   recoveryCodesLeft, replaceRecoveryCodes, resealTotp, savePendingTotp, takeChallengeTry, useChallenge, useRecoveryCode
 } from '../db/second-factor.js'
 import { recordSecurityEvent } from '../db/security-events.js'
@@ -177,10 +177,13 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, pa
     return codes
   }
 
-  /** One more wrong answer: at the tenth in a row the checks pause, the owner is told. */
-  async function failed (client: Client, user: UserRow, method: SecondFactorMethod): Promise<void> {
+  /**
+   * A wrong answer, counted when its try was taken; the tenth in a row (`suspended`: its try
+   * suspended the checks) holds the suspension, and the owner is told.
+   */
+  async function failed (client: Client, user: UserRow, method: SecondFactorMethod, suspended: boolean): Promise<void> {
     sessions.failedSignIn(user.id, client, method)
-    if (!await recordSecondFactorFailure(db, user.id, FAILURES_BEFORE_SUSPENSION, SUSPENSION_SECONDS)) return
+    if (!suspended) return
     try {
       await mail.transaction(async (tx) => {
         await recordSecurityEvent(tx, { userId: user.id, type: 'mfa-suspended', method, ...recordedClient(client) })
@@ -291,9 +294,14 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, pa
     },
 
     async prove (client, user, answer, { wrong, change, recovery = false, challenge }) {
-      const factor = await findTotpFactor(db, user.id)
-      if (factor === undefined || factor.confirmed_at === null) throw challenge === undefined ? new MfaNotEnabledError() : new MfaTokenInvalidError()
-      if (factor.suspended_for > 0) throw rateLimited(factor.suspended_for)
+      // The try is taken before the answer is checked: of answers sent at once, on any
+      // instances, no more than the tries left before the suspension are ever checked.
+      const factor = await takeSecondFactorTry(db, user.id, FAILURES_BEFORE_SUSPENSION, SUSPENSION_SECONDS)
+      if (factor === undefined) {
+        const current = await findTotpFactor(db, user.id)
+        if (current === undefined || current.confirmed_at === null) throw challenge === undefined ? new MfaNotEnabledError() : new MfaTokenInvalidError()
+        throw rateLimited(Math.max(current.suspended_for, 1))
+      }
       const useIt = async (tx: Kysely<Database>): Promise<void> => {
         // Two answers to one challenge racing: one signs in.
         if (challenge !== undefined && !await useChallenge(tx, challenge.tokenHash)) throw new Refused(false)
@@ -341,9 +349,14 @@ export function secondFactorService ({ db, mail, passwords, limits, sessions, pa
           return { value: { value, recoveryCodesLeft: left }, emails: [...emails, notice] }
         })
       } catch (err) {
-        if (!(err instanceof Refused)) throw err
-        if (err.counts) await failed(client, user, method)
-        throw await wrong(err.counts, method)
+        if (err instanceof Refused && err.counts) {
+          await failed(client, user, method, factor.suspends)
+          throw await wrong(true, method)
+        }
+        // No guess (a replay, a lost race) or a failure of ours: the try is given back.
+        await releaseSecondFactorTry(db, user.id, factor.suspends, FAILURES_BEFORE_SUSPENSION)
+        if (err instanceof Refused) throw await wrong(false, method)
+        throw err
       }
     }
   }

@@ -49,12 +49,12 @@ export async function confirmTotp (db: Kysely<Database>, userId: string, step: n
 }
 
 /**
- * Accepts a code of `step`: the last accepted step moves forward to it, and the failures count
- * from zero again. False when a code of this step or a later one was accepted already (a replay).
+ * Accepts a code of `step`: the last accepted step moves forward to it, the failures count
+ * from zero again, and a suspension its own try made is lifted. False when a code of this step or a later one was accepted already (a replay).
  */
 export async function advanceTotpStep (db: Kysely<Database>, userId: string, step: number): Promise<boolean> {
   const result = await db.updateTable('totp_factors')
-    .set({ last_step: step, failures: 0 })
+    .set({ last_step: step, failures: 0, suspended_until: null })
     .where('user_id', '=', userId)
     .where('confirmed_at', 'is not', null)
     .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', step)]))
@@ -66,26 +66,51 @@ export async function resealTotp (db: Kysely<Database>, userId: string, sealed: 
   await db.updateTable('totp_factors').set({ secret: sealed }).where('user_id', '=', userId).execute()
 }
 
-/** The failures count from zero again (a recovery code was accepted). */
+/**
+ * The failures count from zero again, and a suspension the accepted answer's own try made is
+ * lifted (a recovery code or a passkey was accepted).
+ */
 export async function clearSecondFactorFailures (db: Kysely<Database>, userId: string): Promise<void> {
-  await db.updateTable('totp_factors').set({ failures: 0 }).where('user_id', '=', userId).where('failures', '>', 0).execute()
+  await db.updateTable('totp_factors').set({ failures: 0, suspended_until: null })
+    .where('user_id', '=', userId).where((eb) => eb.or([eb('failures', '>', 0), eb('suspended_until', 'is not', null)])).execute()
 }
 
 /**
- * One more consecutive failure; at `limit` the checks are suspended for `suspendSeconds` and
- * the count starts again. Whether this failure suspended them. One statement: failures on
- * many instances at once count each.
+ * Takes one try of the user's confirmed factor before an answer is checked, in one statement,
+ * so answers racing on any instances each see the others': the failures count one more at
+ * once, and the try that makes them `limit` suspends the checks for `suspendSeconds` (the count
+ * then starts again). Its answer is still checked: a right one lifts the suspension where it is
+ * accepted, one that was no guess gives the try back (releaseSecondFactorTry). The factor, with
+ * `suspends` true for the try that suspended; undefined when there is no confirmed factor or
+ * its checks are suspended.
  */
-export async function recordSecondFactorFailure (db: Kysely<Database>, userId: string, limit: number, suspendSeconds: number): Promise<boolean> {
+export async function takeSecondFactorTry (db: Kysely<Database>, userId: string, limit: number, suspendSeconds: number): Promise<(TotpFactorRow & { suspends: boolean }) | undefined> {
+  const reaches = sql<boolean>`failures + 1 >= ${limit}`
   const row = await db.updateTable('totp_factors')
     .set({
-      failures: sql`case when failures + 1 >= ${limit} then 0 else failures + 1 end`,
-      suspended_until: sql`case when failures + 1 >= ${limit} then now() + make_interval(secs => ${suspendSeconds}) else suspended_until end`
+      failures: sql`case when ${reaches} then 0 else failures + 1 end`,
+      suspended_until: sql`case when ${reaches} then now() + make_interval(secs => ${suspendSeconds}) else null end`
     })
     .where('user_id', '=', userId)
-    .returning(sql<boolean>`failures = 0`.as('suspended'))
+    .where('confirmed_at', 'is not', null)
+    .where((eb) => eb.or([eb('suspended_until', 'is', null), eb('suspended_until', '<=', sql<string>`now()`)]))
+    .returningAll()
     .executeTakeFirst()
-  return row?.suspended === true
+  // A count of 0 after one more: this try reached the limit.
+  return row === undefined ? undefined : { ...row, suspends: row.failures === 0 }
+}
+
+/**
+ * Gives back a try that was no guess (a replay, a lost race, a failure of ours): one failure
+ * fewer, or, for the try that suspended the checks (`suspended`), the suspension lifted and the
+ * count where that try found it.
+ */
+export async function releaseSecondFactorTry (db: Kysely<Database>, userId: string, suspended: boolean, limit: number): Promise<void> {
+  const release = db.updateTable('totp_factors').where('user_id', '=', userId)
+  await (suspended
+    ? release.set({ failures: limit - 1, suspended_until: null })
+    : release.set({ failures: sql`failures - 1` }).where('failures', '>', 0)
+  ).execute()
 }
 
 /** Turns the second factor off: the factor, its recovery codes and the challenges waiting for it. */

@@ -315,6 +315,43 @@ t.test('ten wrong answers in a row, over several sign-ins, pause the checks for 
   t.equal(factor.failures, 0, 'and the count starts again')
 })
 
+t.test('answers sent at once cannot outrun the suspension: of thirty wrong ones over six sign-ins, ten are checked', async (t) => {
+  await midStep()
+  const user = await enrolledUser()
+  // Someone with the password holds six mfaTokens (thirty tries) and sends every guess at once.
+  const tokens = await Promise.all(Array.from({ length: 6 }, () => challenge(app, user)))
+  const answers = await Promise.all(tokens.flatMap((mfaToken) => Array.from({ length: 5 }, () => post(app, '/auth/mfa', { mfaToken, code: '000000' }))))
+  const outcomes: Record<string, number> = {}
+  for (const res of answers) {
+    const key = `${res.statusCode} ${json(res).code}`
+    outcomes[key] = (outcomes[key] ?? 0) + 1
+  }
+  t.same(outcomes, { '401 MFA_CODE_INVALID': 10, '429 RATE_LIMITED': 20 }, 'ten checked, as one after another; the rest refused unchecked')
+  const right = await post(app, '/auth/mfa', { mfaToken: await challenge(app, user), code: codeAt(user.secret, Date.now() + 30_000) })
+  t.equal(json(right).code, 'RATE_LIMITED', 'and the checks are suspended')
+  t.ok(await mailTo(user.email, /^Two-step sign-in paused/), 'the owner is mailed')
+  t.equal((await eventsOf(app, user.id)).filter((e) => e.type === 'mfa-suspended').length, 1, 'one suspension')
+})
+
+t.test('an answer that is no guess gives its try back, the tenth too: a replayed code never suspends the checks', async (t) => {
+  await midStep()
+  const user = await enrolledUser()
+  // The code that confirmed the enrolment: used already.
+  const used = codeAt(user.secret, Date.now())
+  let mfaToken = ''
+  for (let i = 0; i < 9; i++) {
+    if (i % 5 === 0) mfaToken = await challenge(app, user)
+    t.equal(json(await post(app, '/auth/mfa', { mfaToken, code: '000000' })).code, 'MFA_CODE_INVALID', `wrong answer ${i + 1}`)
+  }
+  // The tenth try is the one that would suspend: a replay gives it back, and the suspension with it.
+  t.equal(json(await post(app, '/auth/mfa', { mfaToken: await challenge(app, user), code: used })).code, 'MFA_CODE_INVALID', 'the used code again')
+  const factor = await app.db.selectFrom('totp_factors').select(['failures', 'suspended_until']).where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  t.same(factor, { failures: 9, suspended_until: null }, 'nine wrong answers counted, no suspension')
+  const next = await post(app, '/auth/mfa', { mfaToken: await challenge(app, user), code: codeAt(user.secret, Date.now() + 30_000) })
+  t.equal(next.statusCode, 200, 'the next code signs in')
+  t.notOk((await eventsOf(app, user.id)).some((e) => e.type === 'mfa-suspended'))
+})
+
 t.test('a password reset never turns the factor off: its answer is the challenge', async (t) => {
   await midStep()
   const user = await enrolledUser()
