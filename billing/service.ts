@@ -16,7 +16,7 @@ import { recordUsageEvent } from '../db/usage-events.js'
 import type { Subscription } from '../schemas/billing.js'
 import { NoActiveSubscriptionError, NoBillingAccountError, PaymentProviderError, SubscriptionAlreadyActiveError } from '../errors.js'
 import type { BillingLog, PaymentProvider, ProviderEvent } from './provider.js'
-import { decideBillingEvent, isEnded, isLive, planFor, type BillingEvent, type IgnoredBecause } from './rules.js'
+import { decideBillingEvent, isEnded, isLive, LIVE_STATUSES, planFor, type BillingEvent, type IgnoredBecause } from './rules.js'
 
 /**
  * What became of a provider event: it changed our state (or decided to cancel a subscription
@@ -175,7 +175,7 @@ export function createBillingService ({ db, provider, priceIds, providerActions 
       const subscriptionId = record.payment_subscription_id
       if (subscriptionId === null || !isLive(record.payment_subscription_status)) throw new NoActiveSubscriptionError()
       const subscription = await provider.cancelAtPeriodEnd(subscriptionId)
-      return toStoredSubscription(await storeCancelAtPeriodEnd(db, userId, { ...subscription, plan: planFor(subscription.status) }))
+      return toStoredSubscription(await storeCancelAtPeriodEnd(db, userId, subscriptionId, LIVE_STATUSES, subscription.cancelAtPeriodEnd))
     },
 
     /**

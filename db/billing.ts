@@ -138,19 +138,22 @@ export async function forgetCheckoutSession (db: Kysely<Database>, userId: strin
     .execute()
 }
 
-/** After a cancel request at the provider: the stored copy of what it answered. */
-export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: string, change: { status: string, currentPeriodEnd: Date | null, cancelAtPeriodEnd: boolean, plan: string }): Promise<PreferencesRow> {
-  return db.updateTable('user_preferences')
-    .set({
-      payment_subscription_status: change.status,
-      payment_current_period_end: change.currentPeriodEnd,
-      cancel_at_period_end: change.cancelAtPeriodEnd,
-      plan: change.plan,
-      updated_at: sql`now()`
-    })
+/**
+ * After a cancel request at the provider: its subscription marked to end with its period, when
+ * it is still the stored one and still `live` (one of those statuses); the stored row either way.
+ * Only that mark is written: the status and the period are the webhooks' to keep, in their
+ * order, and the provider's answer has no place in it (a deletion applied while it was on its
+ * way stays).
+ */
+export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: string, subscriptionId: string, live: readonly string[], cancelAtPeriodEnd: boolean): Promise<PreferencesRow> {
+  const marked = await db.updateTable('user_preferences')
+    .set({ cancel_at_period_end: cancelAtPeriodEnd, updated_at: sql`now()` })
     .where('user_id', '=', userId)
+    .where('payment_subscription_id', '=', subscriptionId)
+    .where('payment_subscription_status', 'in', [...live])
     .returningAll()
-    .executeTakeFirstOrThrow()
+    .executeTakeFirst()
+  return marked ?? await db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirstOrThrow()
 }
 
 /** Whether the user has a billing record (every account has one): false once the account is deleted. */

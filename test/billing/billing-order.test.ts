@@ -210,3 +210,21 @@ t.test('an invoice before the subscription is linked does not link it; a paid in
   await deliver(invoicePaymentSucceeded(subscription, { created: start + 40 }))
   t.match(await stored(user), { plan: 'pro', status: 'active' }, 'past_due, then paid: active')
 })
+
+t.test('a cancel the provider answers after the subscription ended meanwhile leaves it ended (its answer is no newer than the deletion)', async (t) => {
+  const user = await newUser()
+  const start = now()
+  const { subscription } = await subscribe(user, start)
+  const held = stripe.holdNext({ method: 'POST', path: `/v1/subscriptions/${subscription.id}` })
+  const cancel = app.inject({ method: 'DELETE', url: '/subscription', headers: user.auth })
+  await held.arrived
+  // While the provider's answer is on its way, the subscription ends: cancelled at once in the
+  // billing portal, or its last payment retry failed.
+  await deliver(subscriptionDeleted({ ...subscription, status: 'canceled' }, { created: start + 10 }))
+  held.release()
+  const answer = await cancel
+  t.equal(answer.statusCode, 200)
+  t.match(answer.json().data, { plan: 'free', cancelAtPeriodEnd: false }, 'it answers what is stored')
+  t.match(await stored(user), { plan: 'free', status: 'canceled', subscriptionId: subscription.id, cancelAtPeriodEnd: false }, 'the deletion stands')
+  t.equal((await app.inject({ method: 'POST', url: '/checkout', headers: user.auth, payload: { priceId: PRICE } })).statusCode, 200, 'and a new subscription can be bought')
+})
