@@ -44,7 +44,11 @@ function render (ctx: MailContext, kind: RenderedEmail['kind'], subject: string,
 
 export const welcomeEmail = (ctx: MailContext, verifyUrl: string): RenderedEmail => render(ctx, 'welcome', 'Welcome! Please verify your email', [
   `Welcome to ${ctx.product}. Your account is ready.`,
-  'Please confirm that this address is yours. The link is valid for 48 hours.'
+  'Please confirm that this address is yours. The link is valid for 48 hours.',
+  // Someone else may have registered this address to wait for its owner: a confirmation would
+  // let them add a way in (accounts/new-way-in.ts).
+  'If you did not create this account, do not follow the link: someone else used your address. Ignore this email, ' +
+  'or take the account over with "Forgot password", which signs every session out.'
 ], { url: verifyUrl, label: 'Verify your email' })
 
 export const verificationEmail = (ctx: MailContext, verifyUrl: string): RenderedEmail => render(ctx, 'email_verification', 'Verify your email', [

@@ -77,6 +77,7 @@ t.test('registration sends a welcome with the verification link; verifying sets 
   const user = await registerUser(app)
   const welcome = await mailTo(user.email, /^Welcome/)
   t.match(welcome.link, new RegExp(`^${APP_URL}/verify-email\\?token=[\\w-]{43}$`))
+  t.match(welcome.text, /If you did not create this account, do not follow the link/, 'it tells someone who did not sign up not to confirm it')
   t.equal(json(await me(user.token)).data.emailVerified, null)
 
   const verified = await post('/auth/email/verify', { token: welcome.token! })
