@@ -67,7 +67,8 @@ export type IgnoredBecause =
   | 'not-live'
 
 export type Decision =
-  | { action: 'apply', state: BillingState }
+  /** `replaces`: a stored subscription a checkout's new one takes the place of before it ended (not live: unpaid, paused, incomplete), to stop billing. */
+  | { action: 'apply', state: BillingState, replaces?: string }
   | { action: 'ignore', because: IgnoredBecause }
   /** A checkout completed a second subscription while one is live: stop billing the second. */
   | { action: 'cancel-second-subscription', subscriptionId: string }
@@ -102,7 +103,12 @@ function otherSubscription (stored: BillingState, event: BillingEvent): Decision
   // A checkout's state was fetched when it was applied: current, whatever its event's time.
   if (event.kind !== 'checkout-completed' && !isNewer(versionOf(event), stored.statusVersion)) return ignore('stale')
   const version = versionOf(event)
-  return { action: 'apply', state: { ...fieldsOf(event.subscription), statusVersion: version, periodEndVersion: version, termsVersion: version } }
+  const state = { ...fieldsOf(event.subscription), statusVersion: version, periodEndVersion: version, termsVersion: version }
+  // The stored one, not live but not ended either, still exists at the provider, and could be
+  // paid again (an unpaid invoice settled) and bill beside the new one, whose events alone count
+  // from now on: it is cancelled.
+  const replaces = event.kind === 'checkout-completed' && stored.subscriptionId !== null && !isEnded(stored.status) ? stored.subscriptionId : undefined
+  return { action: 'apply', state, ...(replaces !== undefined && { replaces }) }
 }
 
 function subscriptionEvent (stored: BillingState, event: Extract<BillingEvent, { subscription: ProviderSubscription }>): Decision {

@@ -59,7 +59,7 @@ interface Applied { outcome: EventOutcome, queued: boolean }
 
 /** What an event did to the stored subscription of the user it targets. */
 type ApplyResult =
-  | { outcome: 'applied', userId: string, plan: string }
+  | { outcome: 'applied', userId: string, plan: string, replaced?: string }
   | { outcome: 'ignored', because: IgnoredBecause }
   | { outcome: 'second-subscription', userId: string, subscriptionId: string }
   | { outcome: 'unknown' }
@@ -213,7 +213,7 @@ async function applyBillingEvent (tx: Kysely<Database>, target: SubscriptionTarg
     plan,
     ...(event.kind === 'checkout-completed' && { customerId: event.subscription.customerId })
   })
-  return { outcome: 'applied', userId: stored.userId, plan }
+  return { outcome: 'applied', userId: stored.userId, plan, ...(decision.replaces !== undefined && { replaced: decision.replaces }) }
 }
 
 /**
@@ -258,10 +258,14 @@ async function applyPlanned (tx: Kysely<Database>, log: BillingLog, { target, ev
     case 'ignored':
       log.info({ because: result.because }, 'webhook event changes nothing: recorded')
       return { outcome: 'ignored', queued: false }
-    case 'applied':
+    case 'applied': {
       if (event.kind === 'checkout-completed' && result.plan === 'pro') {
         await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
       }
-      return { outcome: 'applied', queued: false }
+      if (result.replaced === undefined) return { outcome: 'applied', queued: false }
+      log.info({ userId: result.userId, subscriptionId: result.replaced }, 'a checkout replaced a subscription that had not ended: cancelling it')
+      const queued = await queueProviderAction(tx, { kind: 'cancel-subscription', subscriptionId: result.replaced, reason: 'replaced', userId: result.userId, paymentEventId })
+      return { outcome: 'applied', queued }
+    }
   }
 }

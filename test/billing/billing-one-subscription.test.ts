@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { billingSetup, PRICE, WEBHOOK_SECRET } from '../support/billing-setup.js'
 import { json } from '../support/helper.js'
-import { checkoutSessionCompleted } from '../support/stripe-events.js'
+import { checkoutSessionCompleted, subscriptionUpdated } from '../support/stripe-events.js'
 
 // The warnings kept: the log lines to a list.
 const setup = await billingSetup(t, { keepLog: true })
@@ -88,6 +88,29 @@ t.test('a second completed checkout is cancelled at the provider, whichever webh
     t.equal(deleted.statusCode, 200, `answered ${deleted.body}`)
     t.same(liveSubscriptionsOf(customerId), [], `${firstDelivered}: nothing bills after the account is deleted`)
   }
+})
+
+t.test('a checkout after an unpaid subscription cancels the unpaid one: paying its old invoice later bills nothing beside the new one', async (t) => {
+  const user = await newUser()
+  const first = stripe.completeCheckout(await checkout(user))
+  t.equal((await deliver(checkoutSessionCompleted(first.session))).statusCode, 200)
+  // Every retry of a payment failed, and the provider is set to leave the subscription unpaid
+  // (not cancelled): it still exists there, and paying its open invoice makes it active again.
+  stripe.subscriptions.get(first.subscription.id).status = 'unpaid'
+  const unpaid = subscriptionUpdated(stripe.subscriptions.get(first.subscription.id), { created: Math.floor(Date.now() / 1000) + 5 })
+  t.equal((await deliver(unpaid)).statusCode, 200)
+  t.match(await stored(user), { plan: 'free', payment_subscription_status: 'unpaid' })
+  const customerId = (await stored(user)).payment_customer_id!
+
+  const second = stripe.completeCheckout(await checkout(user))
+  stripe.reset()
+  t.equal((await deliver(checkoutSessionCompleted(second.session))).statusCode, 200)
+  await app.billingActions.runOnce()
+  t.match(await stored(user), { plan: 'pro', payment_subscription_status: 'active', payment_subscription_id: second.subscription.id }, 'the new one is stored')
+  t.equal(callsTo('DELETE', `/v1/subscriptions/${first.subscription.id}`).length, 1, 'the unpaid one is cancelled at the provider')
+  t.same(liveSubscriptionsOf(customerId).map((s) => s.id), [second.subscription.id], 'one subscription left that can bill')
+  const action = await app.db.selectFrom('billing_provider_actions').select(['reason', 'user_id']).where('subscription_id', '=', first.subscription.id).executeTakeFirst()
+  t.same(action, { reason: 'replaced', user_id: user.id }, 'recorded, with why')
 })
 
 t.test('account deletion deletes the provider customer and expires the open checkout', async (t) => {
