@@ -251,15 +251,18 @@ export function accountService ({ db, passwords, limits, mail, sessions }: Accou
           const used = await consumeEmailToken(tx, hash, 'email_verification')
           const current = used && await lockUser(tx, used.userId)
           if (used === undefined || current === undefined) return { value: undefined, emails: [] }
-          const { pending_email: _, ...row } = current
+          const { pending_email: pendingEmail, ...row } = current
           if (used.email === row.email) return { value: await markEmailVerified(tx, row.id), emails: [] }
+          // The link was checked against the row as it was; locked, the row may wait for another
+          // address now (a change committed in between): this link confirms only its own.
+          if (pendingEmail !== used.email) return { value: undefined, emails: [] }
           // The address a change waits for, confirmed by its inbox: unless another account took it meanwhile.
           if (await findUserByEmail(tx, used.email) !== undefined) {
             await updateUser(tx, row.id, { pendingEmail: null })
             taken = true
             return { value: undefined, emails: [] }
           }
-          const changed = await applyPendingEmail(tx, row.id)
+          const changed = await applyPendingEmail(tx, row.id, used.email)
           if (changed === undefined) return { value: undefined, emails: [] }
           await recordSecurityEvent(tx, { userId: row.id, type: 'email-changed', ...recordedClient(client) })
           const removed = await unlinkedBy(tx, row.id, 'email-changed', client)

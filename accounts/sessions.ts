@@ -10,6 +10,7 @@ import { voidSignInState } from '../db/identities.js'
 import { voidChallenges } from '../db/second-factor.js'
 import { createSession, endOtherTokens, endSession, endSessions, listLiveSessions, recordStepUp } from '../db/sessions.js'
 import { revokeToken } from '../db/revoked-tokens.js'
+import { holdUserWithPassword } from '../db/users.js'
 import type { AuthMethod, Database, SecurityEventRow, SessionMethod, SessionRow } from '../db/types.js'
 import { SessionNotFoundError, UnauthorizedError } from '../errors.js'
 import { recordedClient } from './limits.js'
@@ -59,11 +60,17 @@ export interface SessionStart {
   provider?: string
   client: Client
   expiresAt: Date
+  /** The account's password hash (or null) as it was when the sign-in was proved. */
+  password: string | null
 }
 
 export interface Sessions {
-  /** A new session and its "sign-in" event, in one transaction (`tx`, when the caller's has more to do). */
-  start: (session: SessionStart, tx?: Kysely<Database>) => Promise<void>
+  /**
+   * A new session and its "sign-in" event, in one transaction (`tx`, when the caller's has more
+   * to do); false, and nothing started, when the account's password changed since the sign-in
+   * was proved (a change or reset ends every sign-in in flight).
+   */
+  start: (session: SessionStart, tx?: Kysely<Database>) => Promise<boolean>
   /** The user's live sessions, newest first. */
   list: (userId: string) => Promise<SessionRow[]>
   /** 404 SESSION_NOT_FOUND unless `id` is a live session of the user. */
@@ -115,7 +122,8 @@ export async function adoptToken (tx: Kysely<Database>, userId: string, token: P
 export function sessionService ({ db, warn }: SessionDependencies): Sessions {
   return {
     async start (session, outer) {
-      const start = async (tx: Kysely<Database>): Promise<void> => {
+      const start = async (tx: Kysely<Database>): Promise<boolean> => {
+        if (!await holdUserWithPassword(tx, session.userId, session.password)) return false
         await createSession(tx, {
           id: session.id,
           userId: session.userId,
@@ -127,8 +135,9 @@ export function sessionService ({ db, warn }: SessionDependencies): Sessions {
           expiresAt: session.expiresAt
         })
         await recordSecurityEvent(tx, { userId: session.userId, type: 'sign-in', method: session.method, provider: session.provider, ...recordedClient(session.client) })
+        return true
       }
-      await (outer === undefined ? db.transaction().execute(start) : start(outer))
+      return outer === undefined ? db.transaction().execute(start) : start(outer)
     },
 
     list: (userId) => listLiveSessions(db, userId, MAX_LISTED_SESSIONS),

@@ -13,7 +13,7 @@ import type { Kysely } from 'kysely'
 import type { Client } from '../client-address.js'
 import type { AuthMethod, Database, SessionMethod, UserRow } from '../db/types.js'
 import { earliestTokenIat } from '../db/users.js'
-import { MfaCodeInvalidError, PasskeyInvalidError } from '../errors.js'
+import { InvalidCredentialsError, MfaCodeInvalidError, PasskeyInvalidError, UnauthorizedError } from '../errors.js'
 import type { ChallengedWay, SecondFactor, SecondFactorAnswer, SecondFactorMethod } from './second-factor.js'
 import type { PresentedToken, Sessions } from './sessions.js'
 
@@ -118,7 +118,7 @@ export function signInDoor ({ sessions, secondFactor, sign, tokenLifetimeSeconds
     const id = randomUUID()
     const authenticatedAt = new Date(now)
     // The session outlives its token by a minute: its row, ended or not, is never purged while the token works.
-    await sessions.start({
+    const started = await sessions.start({
       id,
       userId: user.id,
       method: SESSION_METHOD[proof.way],
@@ -126,8 +126,12 @@ export function signInDoor ({ sessions, secondFactor, sign, tokenLifetimeSeconds
       authenticatedAt,
       ...(proof.way === 'provider' && { provider: proof.provider }),
       client,
-      expiresAt: new Date((iat + tokenLifetimeSeconds + 60) * 1000)
+      expiresAt: new Date((iat + tokenLifetimeSeconds + 60) * 1000),
+      password: user.password
     }, tx)
+    // The password changed (or was reset) while this sign-in was on its way: that change ended
+    // every sign-in, this one too. A password that is no longer the account's is a wrong one.
+    if (!started) throw proof.way === 'password' ? new InvalidCredentialsError() : new UnauthorizedError()
     // Exactly the claims of spec §5.1 plus `jti`, so other holders of the secret can read and sign the same tokens.
     const token = sign({ sub: user.id, email: user.email, jti: id, iat })
     return { outcome: 'signed-in', user, token, maxAgeSeconds: tokenLifetimeSeconds, session: { id, methods, authenticatedAt } }

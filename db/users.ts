@@ -208,16 +208,31 @@ export async function updateUser (
   return update.returningAll().returning(pendingEmail).executeTakeFirst()
 }
 
+/**
+ * Holds the user's row (shared, until the transaction ends) while its password is still
+ * `password`, the one a sign-in was proved under; false when it changed since (or the user is
+ * gone). A password change or reset waits for the holder, or the holder for it and then sees
+ * the new password: a sign-in in flight never starts a session the change did not end.
+ */
+export async function holdUserWithPassword (db: Kysely<Database>, id: string, password: string | null): Promise<boolean> {
+  const row = await db.selectFrom('users').select('id').where('id', '=', id)
+    .where(sql<boolean>`password is not distinct from ${password}`)
+    .forShare()
+    .executeTakeFirst()
+  return row !== undefined
+}
+
 /** The user's row, locked until the transaction ends, with its pending address. */
 export function lockUser (db: Kysely<Database>, id: string): Promise<UserWithPending | undefined> {
   return db.selectFrom('users').selectAll().select(pendingEmail).where('id', '=', id).forUpdate().executeTakeFirst()
 }
 
 /**
- * The new address confirmed: it becomes the account's, verified, and the links sent to the
- * old one die with it (email_changed_at, db/email-tokens.ts). Undefined when none was waiting.
+ * The new address `email` confirmed: it becomes the account's, verified, and the links sent to
+ * the old one die with it (email_changed_at, db/email-tokens.ts). Undefined unless it is the
+ * address waiting: a change to another one may have committed since its link was checked.
  */
-export function applyPendingEmail (db: Kysely<Database>, id: string): Promise<UserRow | undefined> {
+export function applyPendingEmail (db: Kysely<Database>, id: string, email: string): Promise<UserRow | undefined> {
   return db.updateTable('users')
     .set({
       email: sql<string>`pending_email`,
@@ -228,7 +243,7 @@ export function applyPendingEmail (db: Kysely<Database>, id: string): Promise<Us
       updated_at: sql`now()`
     })
     .where('id', '=', id)
-    .where(sql<boolean>`pending_email is not null`)
+    .where(sql<boolean>`pending_email = ${email}`)
     .returningAll()
     .executeTakeFirst()
 }

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build, externalToken, json, registerUser, serverDatabase, sharedApp, testConfig, uniqueEmail } from '../support/helper.js'
+import { findUserByEmail } from '../../db/users.js'
 
 const app = await sharedApp()
 
@@ -222,4 +223,18 @@ t.test('the purge: sessions whose tokens expired a day ago and events past 90 da
     'the one expired a day ago went; the ended one stays while its token could be presented, and one just expired for a day (clocks disagree)')
   t.equal(await events(), 3, 'the event past 90 days went')
   t.equal((await me(app, ended)).statusCode, 401, 'and the ended session\'s token is still refused')
+})
+
+t.test('a password sign-in on its way when the password changes starts no session: the change ended it too', async (t) => {
+  const user = await registerUser(app)
+  // The sign-in read the account and checked the old password...
+  const readBefore = await findUserByEmail(app.db, user.email)
+  // ...then the owner changed it (a reset alike), ending every session...
+  const change = await app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { currentPassword: user.password, newPassword: 'a new password here' } })
+  t.equal(change.statusCode, 200)
+  const live = async () => Number((await app.db.selectFrom('sessions').select((eb) => eb.fn.countAll().as('n')).where('user_id', '=', user.id).where('ended_at', 'is', null).executeTakeFirstOrThrow()).n)
+  const before = await live()
+  // ...and only then does the sign-in reach the door.
+  await t.rejects(app.signIn.complete({ address: '10.9.8.7', deviceCookie: undefined }, readBefore!, { way: 'password' }), { code: 'INVALID_CREDENTIALS' }, 'refused: that password is no longer the account\'s')
+  t.equal(await live(), before, 'no session started')
 })

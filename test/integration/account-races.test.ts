@@ -1,0 +1,53 @@
+// Account changes racing on PostgreSQL, where transactions run side by side (the embedded
+// database runs one at a time). Each race is made to happen, not hoped for: a transaction of
+// the test's own holds the user's row, the requests queue behind it in the order the race
+// needs, and it lets go.
+import pg from 'pg'
+import t from 'tap'
+import { build, json, serverDatabase, uniqueEmail, until, verifiedUser } from '../support/helper.js'
+import { startSmtpSink } from '../support/smtp-sink.js'
+
+const sink = await startSmtpSink()
+t.teardown(() => sink.close())
+const { url, name, admin } = await serverDatabase(t, 'account_races')
+const app = await build(t, { DATABASE_URL: url.toString(), DATABASE_POOL_MAX: '10', SMTP_URL: sink.url })
+
+/** Until `n` of this database's connections wait for a lock. */
+const waitingForLocks = (n: number) => until(async () => {
+  const { rows } = await admin.query<{ n: string }>("select count(*) as n from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'", [name])
+  return Number(rows[0]!.n) >= n
+}, `${n} waiting for a lock`)
+
+/** A transaction of the test's own holding the user's row until `release`. */
+async function holdUser (userId: string): Promise<{ release: () => Promise<void> }> {
+  const client = new pg.Client({ connectionString: url.toString() })
+  await client.connect()
+  await client.query('begin')
+  await client.query('select id from users where id = $1 for update', [userId])
+  return { release: async () => { await client.query('commit'); await client.end() } }
+}
+
+t.test('a link to a new address confirms that address only, though another change commits while it is checked', async (t) => {
+  const user = await verifiedUser(app)
+  const change = (email: string) => app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { email, currentPassword: user.password } })
+  const own = uniqueEmail('own-new')
+  t.equal((await change(own)).statusCode, 200)
+  const link = (await sink.waitFor((m) => m.to === own && /^Verify your email/.test(m.subject) && m.token !== undefined)).token!
+
+  // The account's holder asks to move to someone else's address while its link for `own` is
+  // being followed: the link is checked against the row waiting for `own`, and then the row
+  // waits for the victim's.
+  const victim = uniqueEmail('victim')
+  const held = await holdUser(user.id)
+  const moving = change(victim)
+  await waitingForLocks(1)
+  const confirming = app.inject({ method: 'POST', url: '/auth/email/verify', payload: { token: link } })
+  await waitingForLocks(2)
+  await held.release()
+  t.equal((await moving).statusCode, 200, 'the change to the victim\'s address waits for its own link')
+  const confirmed = await confirming
+  t.equal(confirmed.statusCode, 400, 'the link for another address applies nothing')
+  t.equal(json(confirmed).code, 'VERIFICATION_TOKEN_INVALID')
+  const row = await app.db.selectFrom('users').select(['email', 'email_verified']).where('id', '=', user.id).executeTakeFirstOrThrow()
+  t.equal(row.email, user.email, 'the account keeps its address: the victim\'s inbox confirmed nothing')
+})
