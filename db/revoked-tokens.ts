@@ -9,8 +9,12 @@ export async function revokeToken (db: Kysely<Database>, token: { jti: string, u
     .execute()
 }
 
-/** Revocations of tokens that have expired anyway: a job of plugins/app/authenticate.ts. */
+/**
+ * Revocations of tokens that expired a day ago: a job of plugins/app/authenticate.ts. The day
+ * covers clocks that disagree (expires_at is the app's, now() the database's), as for sessions
+ * (db/sessions.ts): for a token signed elsewhere the revocation is all that refuses it.
+ */
 export async function purgeExpiredRevocations (db: Kysely<Database>): Promise<number> {
-  const result = await db.deleteFrom('revoked_tokens').where('expires_at', '<', sql<string>`now()`).executeTakeFirst()
+  const result = await db.deleteFrom('revoked_tokens').where('expires_at', '<', sql<string>`now() - interval '1 day'`).executeTakeFirst()
   return Number(result.numDeletedRows)
 }
