@@ -127,7 +127,8 @@ export function signInDoor ({ sessions, secondFactor, sign, tokenLifetimeSeconds
       ...(proof.way === 'provider' && { provider: proof.provider }),
       client,
       expiresAt: new Date((iat + tokenLifetimeSeconds + 60) * 1000),
-      password: user.password
+      // In a transaction (the second factor's), the challenge it used stands for the password.
+      ...(tx === undefined && { password: user.password })
     }, tx)
     // The password changed (or was reset) while this sign-in was on its way: that change ended
     // every sign-in, this one too. A password that is no longer the account's is a wrong one.

@@ -108,7 +108,8 @@ export async function takeSecondFactorTry (db: Kysely<Database>, userId: string,
 export async function releaseSecondFactorTry (db: Kysely<Database>, userId: string, suspended: boolean, limit: number): Promise<void> {
   const release = db.updateTable('totp_factors').where('user_id', '=', userId)
   await (suspended
-    ? release.set({ failures: limit - 1, suspended_until: null })
+    // Unless a right answer lifted the suspension meanwhile (its count is 0 then, and stays).
+    ? release.set({ failures: limit - 1, suspended_until: null }).where('failures', '=', 0).where('suspended_until', 'is not', null)
     : release.set({ failures: sql`failures - 1` }).where('failures', '>', 0)
   ).execute()
 }

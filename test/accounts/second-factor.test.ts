@@ -11,6 +11,7 @@ import { loadConfig } from '../../config.js'
 import { build, json, randomAddress, registerUser, verifiedUser, type TestUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 import { hashToken } from '../../token-hash.js'
+import { clearSecondFactorFailures, releaseSecondFactorTry, takeSecondFactorTry } from '../../db/second-factor.js'
 
 // Notices are read where users read them: off a real SMTP server.
 const sink = await startSmtpSink()
@@ -350,6 +351,20 @@ t.test('an answer that is no guess gives its try back, the tenth too: a replayed
   const next = await post(app, '/auth/mfa', { mfaToken: await challenge(app, user), code: codeAt(user.secret, Date.now() + 30_000) })
   t.equal(next.statusCode, 200, 'the next code signs in')
   t.notOk((await eventsOf(app, user.id)).some((e) => e.type === 'mfa-suspended'))
+})
+
+t.test('a right answer and its double at the tenth try: the double, a replay, does not bring back the count the right one cleared', async (t) => {
+  await midStep()
+  const user = await enrolledUser()
+  await app.db.updateTable('totp_factors').set({ failures: 8 }).where('user_id', '=', user.id).execute()
+  // One code sent twice (a double click): both take their try before either is checked.
+  const first = await takeSecondFactorTry(app.db, user.id, 10, 900)
+  const double = await takeSecondFactorTry(app.db, user.id, 10, 900)
+  t.same([first?.suspends, double?.suspends], [false, true], 'the double\'s try is the tenth: it suspends')
+  await clearSecondFactorFailures(app.db, user.id) // the first is accepted
+  await releaseSecondFactorTry(app.db, user.id, true, 10) // the double finds its step used: no guess
+  const factor = await app.db.selectFrom('totp_factors').select(['failures', 'suspended_until']).where('user_id', '=', user.id).executeTakeFirstOrThrow()
+  t.same(factor, { failures: 0, suspended_until: null }, 'the count the right answer cleared stays cleared')
 })
 
 t.test('a password reset never turns the factor off: its answer is the challenge', async (t) => {

@@ -2,6 +2,7 @@
 // database runs one at a time). Each race is made to happen, not hoped for: a transaction of
 // the test's own holds the user's row, the requests queue behind it in the order the race
 // needs, and it lets go.
+import { Secret, TOTP } from 'otpauth'
 import pg from 'pg'
 import t from 'tap'
 import { build, json, serverDatabase, uniqueEmail, until, verifiedUser } from '../support/helper.js'
@@ -50,4 +51,29 @@ t.test('a link to a new address confirms that address only, though another chang
   t.equal(json(confirmed).code, 'VERIFICATION_TOKEN_INVALID')
   const row = await app.db.selectFrom('users').select(['email', 'email_verified']).where('id', '=', user.id).executeTakeFirstOrThrow()
   t.equal(row.email, user.email, 'the account keeps its address: the victim\'s inbox confirmed nothing')
+})
+
+t.test('a second-factor sign-in and a password change at once: both answered, and the change ends the new session', async (t) => {
+  const user = await verifiedUser(app)
+  const post = (url: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) => app.inject({ method: 'POST', url, headers, payload })
+  const { secret } = json(await post('/account/mfa/totp', { currentPassword: user.password }, user.auth)).data
+  const code = (ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
+  const into = Date.now() % 30_000
+  if (into > 25_000) await new Promise((resolve) => setTimeout(resolve, 30_000 - into + 50))
+  t.equal((await post('/account/mfa/totp/confirm', { code: code(Date.now()) }, user.auth)).statusCode, 200)
+  const { mfaToken } = json(await post('/auth/login', { email: user.email, password: user.password }))
+
+  // The change takes the user's row first; the answer, having used its challenge, then needs
+  // the row too, while the change waits to void that challenge.
+  const held = await holdUser(user.id)
+  const changing = app.inject({ method: 'PATCH', url: '/account/profile', headers: user.auth, payload: { currentPassword: user.password, newPassword: 'a new password here' } })
+  await waitingForLocks(1)
+  const answering = post('/auth/mfa', { mfaToken, code: code(Date.now() + 30_000) })
+  await waitingForLocks(2)
+  await held.release()
+  const [changed, answered] = await Promise.all([changing, answering])
+  t.equal(changed.statusCode, 200, `the change is answered (${changed.body.slice(0, 80)})`)
+  t.equal(answered.statusCode, 200, `the sign-in is answered (${answered.body.slice(0, 80)})`)
+  const me = await app.inject({ method: 'GET', url: '/auth/me', headers: { authorization: `Bearer ${json(answered).token}` } })
+  t.equal(me.statusCode, 401, 'and its session is one the change ended')
 })
