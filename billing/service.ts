@@ -175,7 +175,9 @@ export function createBillingService ({ db, provider, priceIds, providerActions 
       const subscriptionId = record.payment_subscription_id
       if (subscriptionId === null || !isLive(record.payment_subscription_status)) throw new NoActiveSubscriptionError()
       const subscription = await provider.cancelAtPeriodEnd(subscriptionId)
-      return toStoredSubscription(await storeCancelAtPeriodEnd(db, userId, subscriptionId, LIVE_STATUSES, subscription.cancelAtPeriodEnd))
+      // Not marked (it ended, or another is stored, meanwhile): the stored state is the answer.
+      const stored = await storeCancelAtPeriodEnd(db, userId, subscriptionId, LIVE_STATUSES, subscription.cancelAtPeriodEnd)
+      return toStoredSubscription(stored ?? await billingRecordOf(db, userId))
     },
 
     /**

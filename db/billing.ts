@@ -140,20 +140,19 @@ export async function forgetCheckoutSession (db: Kysely<Database>, userId: strin
 
 /**
  * After a cancel request at the provider: its subscription marked to end with its period, when
- * it is still the stored one and still `live` (one of those statuses); the stored row either way.
+ * it is still the stored one and still `live` (one of those statuses): the row, else undefined.
  * Only that mark is written: the status and the period are the webhooks' to keep, in their
  * order, and the provider's answer has no place in it (a deletion applied while it was on its
  * way stays).
  */
-export async function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: string, subscriptionId: string, live: readonly string[], cancelAtPeriodEnd: boolean): Promise<PreferencesRow> {
-  const marked = await db.updateTable('user_preferences')
+export function storeCancelAtPeriodEnd (db: Kysely<Database>, userId: string, subscriptionId: string, live: readonly string[], cancelAtPeriodEnd: boolean): Promise<PreferencesRow | undefined> {
+  return db.updateTable('user_preferences')
     .set({ cancel_at_period_end: cancelAtPeriodEnd, updated_at: sql`now()` })
     .where('user_id', '=', userId)
     .where('payment_subscription_id', '=', subscriptionId)
     .where('payment_subscription_status', 'in', [...live])
     .returningAll()
     .executeTakeFirst()
-  return marked ?? await db.selectFrom('user_preferences').selectAll().where('user_id', '=', userId).executeTakeFirstOrThrow()
 }
 
 /** Whether the user has a billing record (every account has one): false once the account is deleted. */
