@@ -18,7 +18,8 @@
 //    the provider (the webhook does it: the user would be billed twice). When the stored
 //    one is not live, a completed checkout links its subscription (its state is fetched from
 //    the provider, so it is current), and a subscription event newer than the stored status
-//    replaces it.
+//    replaces it; a stored one that has not ended is then to be cancelled at the provider,
+//    whichever event of the new one came first.
 import type { BillingState, Version } from '../db/types.js'
 
 /** Statuses in which the user has what they paid for. */
@@ -67,7 +68,7 @@ export type IgnoredBecause =
   | 'not-live'
 
 export type Decision =
-  /** `replaces`: a stored subscription a checkout's new one takes the place of before it ended (not live: unpaid, paused, incomplete), to stop billing. */
+  /** `replaces`: a stored subscription another one takes the place of before it ended (not live: unpaid, paused, incomplete), to stop billing. */
   | { action: 'apply', state: BillingState, replaces?: string }
   | { action: 'ignore', because: IgnoredBecause }
   /** A checkout completed a second subscription while one is live: stop billing the second. */
@@ -106,8 +107,10 @@ function otherSubscription (stored: BillingState, event: BillingEvent): Decision
   const state = { ...fieldsOf(event.subscription), statusVersion: version, periodEndVersion: version, termsVersion: version }
   // The stored one, not live but not ended either, still exists at the provider, and could be
   // paid again (an unpaid invoice settled) and bill beside the new one, whose events alone count
-  // from now on: it is cancelled.
-  const replaces = event.kind === 'checkout-completed' && stored.subscriptionId !== null && !isEnded(stored.status) ? stored.subscriptionId : undefined
+  // from now on: it is cancelled. Whichever event of the new one comes first (its checkout, or
+  // an update Stripe sent before it), and only when the new one has not ended itself: an ended
+  // one takes nobody's place that could still be paid.
+  const replaces = stored.subscriptionId !== null && !isEnded(stored.status) && !isEnded(event.subscription.status) ? stored.subscriptionId : undefined
   return { action: 'apply', state, ...(replaces !== undefined && { replaces }) }
 }
 

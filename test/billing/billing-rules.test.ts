@@ -103,3 +103,30 @@ t.test('invoices of another subscription, and subscription events of another whi
   t.same(decideBillingEvent(ended, { kind: 'subscription-updated', at: new Date(BASE - 1000), subscription: other }), { action: 'ignore', because: 'stale' },
     'an older event of another subscription does not replace an ended one')
 })
+
+t.test('another subscription taking the place of one that has not ended cancels it, whichever of its events comes first', async (t) => {
+  const unpaid: BillingState = { ...start, status: 'unpaid' }
+  const other = { id: 'sub_1New', customerId: 'cus_1', status: 'active', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END + DAY), cancelAtPeriodEnd: false }
+  const completed: BillingEvent = { kind: 'checkout-completed', at: new Date(BASE + 2000), subscription: other }
+  const updated: BillingEvent = { kind: 'subscription-updated', at: new Date(BASE + 3000), subscription: other }
+  for (const order of [[completed, updated], [updated, completed]]) {
+    const replaced: string[] = []
+    const end = order.reduce((state, event) => {
+      const decision = decideBillingEvent(state, event)
+      if (decision.action === 'apply' && decision.replaces !== undefined) replaced.push(decision.replaces)
+      return decision.action === 'apply' ? decision.state : state
+    }, unpaid)
+    t.same(replaced, [SUBSCRIPTION], `${order.map((e) => e.kind).join(', ')}: the unpaid one is to be cancelled, once`)
+    t.match(fields(end), { subscriptionId: other.id, status: 'active', plan: 'pro' })
+  }
+  // An ended one takes its place in the row, but nothing that could still be paid is cancelled for it.
+  const endedOther = { ...other, status: 'incomplete_expired' }
+  for (const kind of ['checkout-completed', 'subscription-updated', 'subscription-deleted'] as const) {
+    const decision = decideBillingEvent(unpaid, { kind, at: new Date(BASE + 2000), subscription: endedOther })
+    t.match(decision, { action: 'apply', state: { subscriptionId: other.id } }, `${kind} of an ended one is stored`)
+    t.equal(decision.action === 'apply' ? decision.replaces : 'not applied', undefined, `${kind} of an ended one cancels nothing`)
+  }
+  // An ended stored one has nothing to cancel.
+  const canceled = decideBillingEvent({ ...start, status: 'canceled' }, updated)
+  t.equal(canceled.action === 'apply' ? canceled.replaces : 'not applied', undefined, 'an ended stored one is not cancelled again')
+})
