@@ -8,10 +8,10 @@
 import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, randomUUID, sign, type KeyObject } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import t from 'tap'
-import { Secret, TOTP } from 'otpauth'
 import { counterAccepted } from '../../accounts/passkeys.js'
 import { build, json, randomAddress, registerUser, verifiedUser, type TestUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
+import { codeAt } from '../support/totp.js'
 
 const sink = await startSmtpSink()
 t.teardown(() => sink.close())
@@ -138,7 +138,7 @@ async function userWithPasskey (options: { synced?: boolean, counter?: number } 
 /** A user with TOTP on (and their seed). */
 async function withTotp (user: TestUser): Promise<string> {
   const { secret } = json(await post('/account/mfa/totp', { currentPassword: user.password }, user.auth)).data
-  const code = TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 })
+  const code = codeAt(secret)
   const res = await post('/account/mfa/totp/confirm', { code }, user.auth)
   if (res.statusCode !== 200) throw new Error(`confirm: ${res.body}`)
   return secret
@@ -405,7 +405,7 @@ t.test('step-up with a passkey: presence is enough, this session only; a recover
   // A session that signed in with a recovery code steps up with a passkey (never with the password).
   const { recoveryCodes } = await (async () => {
     const { secret } = json(await post('/account/mfa/totp', { currentPassword: user.password }, user.auth)).data
-    const code = TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 })
+    const code = codeAt(secret)
     return json(await post('/account/mfa/totp/confirm', { code }, user.auth)).data as { recoveryCodes: string[] }
   })()
   const mfaToken = json(await post('/auth/login', { email: user.email, password: user.password })).mfaToken

@@ -5,11 +5,12 @@
 // hopes to skip the factor. Codes are computed here from the secret, as an authenticator app would.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { Secret, TOTP } from 'otpauth'
+import { Secret } from 'otpauth'
 import { matchStep } from '../../accounts/totp.js'
 import { loadConfig } from '../../config.js'
 import { build, json, randomAddress, registerUser, verifiedUser, type TestUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
+import { codeAt, midStep } from '../support/totp.js'
 import { hashToken } from '../../token-hash.js'
 import { clearSecondFactorFailures, releaseSecondFactorTry, takeSecondFactorTry } from '../../db/second-factor.js'
 
@@ -20,13 +21,7 @@ const app = await build(t, { SMTP_URL: sink.url, EMAIL_FROM: 'Task App <no-reply
 const mailTo = (email: string, subject: RegExp) => sink.waitFor((m) => m.to === email && subject.test(m.subject))
 
 /** The code of `secret` at `ms` (now by default), as an authenticator app shows it. */
-const codeAt = (secret: string, ms = Date.now()) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
 const stepOf = (ms: number) => Math.floor(ms / 30_000)
-/** Waits until a step has at least 3 s left, so a code computed here is judged in the same step by the server. */
-async function midStep (): Promise<void> {
-  const into = Date.now() % 30_000
-  if (into > 27_000) await new Promise((resolve) => setTimeout(resolve, 30_000 - into + 50))
-}
 
 /**
  * As if the time steps used so far had passed: a test that needs a second code within one

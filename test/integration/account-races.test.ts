@@ -2,11 +2,11 @@
 // database runs one at a time). Each race is made to happen, not hoped for: a transaction of
 // the test's own holds the user's row, the requests queue behind it in the order the race
 // needs, and it lets go.
-import { Secret, TOTP } from 'otpauth'
 import pg from 'pg'
 import t from 'tap'
 import { build, json, serverDatabase, uniqueEmail, until, verifiedUser } from '../support/helper.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
+import { codeAt, midStep } from '../support/totp.js'
 
 const sink = await startSmtpSink()
 t.teardown(() => sink.close())
@@ -57,9 +57,8 @@ t.test('a second-factor sign-in and a password change at once: both answered, an
   const user = await verifiedUser(app)
   const post = (url: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) => app.inject({ method: 'POST', url, headers, payload })
   const { secret } = json(await post('/account/mfa/totp', { currentPassword: user.password }, user.auth)).data
-  const code = (ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
-  const into = Date.now() % 30_000
-  if (into > 25_000) await new Promise((resolve) => setTimeout(resolve, 30_000 - into + 50))
+  const code = (ms: number) => codeAt(secret, ms)
+  await midStep(5_000)
   t.equal((await post('/account/mfa/totp/confirm', { code: code(Date.now()) }, user.auth)).statusCode, 200)
   const { mfaToken } = json(await post('/auth/login', { email: user.email, password: user.password }))
 

@@ -1,12 +1,12 @@
 // The typed example client (examples/client.ts, generated from openapi.json) against the
 // real server: a consumer's generated client works end to end.
 import t from 'tap'
-import { Secret, TOTP } from 'otpauth'
 import { exchangeSignInCode, forgotPassword, makeApiKey, resetPassword, scriptWithApiKey, securityCheckup, turnOnTwoStep, walkthrough } from '../../examples/client.js'
 import { testDatabaseEnv, TEST_SECRET, uniqueEmail } from '../support/helper.js'
 import { freePort, startServer, waitUntilUp } from './process.js'
 import { startSmtpSink } from '../support/smtp-sink.js'
 import { startStripeStandIn } from '../support/stripe-stand-in.js'
+import { codeAt } from '../support/totp.js'
 
 t.test('register, sign in, create and list tasks, start a checkout through the generated client', async (t) => {
   const stripe = await startStripeStandIn()
@@ -69,7 +69,6 @@ t.test('register, sign in, create and list tasks, start a checkout through the g
   t.equal(script.accountRefusal, 'API_KEY_NOT_ALLOWED', 'the key reaches no account route')
 
   // Two-step sign-in through the same client: on with the app's first code, then a sign-in asks for the next.
-  const codeAt = (secret: string, ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
   let seed = ''
   const { recoveryCodes } = await turnOnTwoStep(server.base, reset.token, 'a new horse battery', async (otpauthUrl, secret) => {
     t.match(otpauthUrl, /^otpauth:\/\/totp\//)

@@ -8,10 +8,10 @@
 import { once } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { Secret, TOTP } from 'otpauth'
 import t, { type Test } from 'tap'
 import { launchChromium } from '../support/chromium.js'
 import { build, confirmAddress, uniqueEmail } from '../support/helper.js'
+import { codeAt, midStep } from '../support/totp.js'
 import { freePort } from './process.js'
 
 /** The web client: a sign-in form, then, when the API asks, a code form; #result shows the outcome. */
@@ -72,8 +72,6 @@ async function startWebClient (t: Test, api: string): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`
 }
 
-const codeAt = (secret: string, ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
-
 t.test('a browser signs in with a password, is asked for the code, types it, and is signed in by cookie', async (t) => {
   const apiPort = await freePort()
   const api = `http://127.0.0.1:${apiPort}`
@@ -82,8 +80,7 @@ t.test('a browser signs in with a password, is asked for the code, types it, and
   await server.listen({ port: apiPort, host: '127.0.0.1' })
 
   // The account, with two-step sign-in on, set up through the API.
-  const into = Date.now() % 30_000
-  if (into > 25_000) await new Promise((resolve) => setTimeout(resolve, 30_000 - into + 50))
+  await midStep(5_000)
   const email = uniqueEmail('mfa-browser')
   const password = 'correct horse battery'
   const post = async (path: string, body: unknown, token?: string) => (await fetch(api + path, {

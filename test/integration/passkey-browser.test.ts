@@ -11,11 +11,11 @@
 import { once } from 'node:events'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
-import { Secret, TOTP } from 'otpauth'
 import type { CDPSession, Page } from 'playwright-core'
 import t, { type Test } from 'tap'
 import { launchChromium } from '../support/chromium.js'
 import { build, confirmAddress, uniqueEmail } from '../support/helper.js'
+import { codeAt } from '../support/totp.js'
 import { freePort } from './process.js'
 
 /**
@@ -127,7 +127,7 @@ t.test('passkeys in Chromium: register, sign in past TOTP, presence only as a se
   const { token, user } = await post('/auth/register', { email, password })
   await confirmAddress(server, user.id)
   const { data: { secret } } = await post('/account/mfa/totp', { currentPassword: password }, token)
-  const code = TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30 })
+  const code = codeAt(secret)
   t.equal((await post('/account/mfa/totp/confirm', { code }, token)).success, true, 'two-step sign-in on')
 
   const { context, page } = await launchChromium(t, (url) => url.hostname === 'localhost')
@@ -141,7 +141,7 @@ t.test('passkeys in Chromium: register, sign in past TOTP, presence only as a se
   // Register: a fresh sign-in (password, then the code) and the browser's create().
   const login = await inPage(page, 'login', email, password)
   t.equal(login.body.mfaRequired, true)
-  const stepTwo = await inPage(page, 'call', '/auth/mfa', { mfaToken: login.body.mfaToken, code: TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: Date.now() + 30_000 }) })
+  const stepTwo = await inPage(page, 'call', '/auth/mfa', { mfaToken: login.body.mfaToken, code: codeAt(secret, Date.now() + 30_000) })
   t.equal(stepTwo.status, 200, 'signed in with the password and a code')
   const registered = await inPage(page, 'register', 'Chromium')
   t.equal(registered.status, 201, 'registered')

@@ -3,22 +3,20 @@
 // instances; the account's run of wrong answers is counted by all of them together.
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { Secret, TOTP } from 'otpauth'
 import { build, json, randomAddress, serverDatabase, verifiedUser } from '../support/helper.js'
+import { codeAt, midStep } from '../support/totp.js'
 
 const { url } = await serverDatabase(t, 'mfa_race')
 const env = { DATABASE_URL: url.toString(), DATABASE_POOL_MAX: '10' }
 const [a, b] = await Promise.all([build(t, env), build(t, env)]) as [FastifyInstance, FastifyInstance]
 
-const codeAt = (secret: string, ms: number) => TOTP.generate({ secret: Secret.fromBase32(secret), algorithm: 'SHA1', digits: 6, period: 30, timestamp: ms })
 const post = (on: FastifyInstance, url: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) =>
   on.inject({ method: 'POST', url, remoteAddress: randomAddress(), headers, payload })
 
 /** A user with TOTP on (enrolled through `a`), and its seed. */
 async function enrolled () {
   // Not within the last 3 s of a step: the codes computed here are judged in the step they were made for.
-  const into = Date.now() % 30_000
-  if (into > 27_000) await new Promise((resolve) => setTimeout(resolve, 30_000 - into + 50))
+  await midStep()
   const user = await verifiedUser(a)
   const secret = json(await post(a, '/account/mfa/totp', { currentPassword: user.password }, user.auth)).data.secret as string
   const confirmed = await post(a, '/account/mfa/totp/confirm', { code: codeAt(secret, Date.now()) }, user.auth)
