@@ -169,13 +169,14 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
   async function useChallenge (clientDataJSON: string, purpose: WebAuthnPurpose, binding: Binding) {
     const challenge = challengeOf(clientDataJSON)
     if (challenge === undefined) throw new PasskeyRefusal('invalid')
-    const row = await takeWebAuthnChallenge(db, hashToken(challenge), purpose)
+    // A sign-in's challenge may have been made for an address that is no account's.
+    const row = await takeWebAuthnChallenge(db, hashToken(challenge), purpose === 'sign-in' ? ['sign-in', 'sign-in-nobody'] : [purpose])
     if (row === undefined) throw new PasskeyRefusal('invalid')
     // A challenge made for one user (session, sign-in) answered for another.
     if (binding.userId !== undefined && row.user_id !== binding.userId) throw new PasskeyRefusal('invalid')
     if (binding.sessionId !== undefined && row.session_id !== binding.sessionId) throw new PasskeyRefusal('invalid')
     if (binding.mfaTokenHash !== undefined && row.mfa_token_hash !== binding.mfaTokenHash) throw new PasskeyRefusal('invalid')
-    return { challenge, userId: row.user_id }
+    return { challenge, userId: row.user_id, forNobody: row.purpose === 'sign-in-nobody' }
   }
 
   /** A credential id for an address that has no passkey: the same for that address every time. */
@@ -275,7 +276,9 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
       const passkeys = await listPasskeys(db, user?.id ?? '')
       // Transports are left out: an account's passkeys and made-up ones look alike.
       const allow = passkeys.length > 0 ? passkeys.map((p) => ({ id: p.credential_id })) : [{ id: decoyCredential(address) }]
-      return authenticationOptions(await newChallenge('sign-in', user?.id ?? null, {}), allow, 'required')
+      // Bound to that account, or to nobody: no passkey signs in by an address that is no account's.
+      const challenge = user === undefined ? await newChallenge('sign-in-nobody', null, {}) : await newChallenge('sign-in', user.id, {})
+      return authenticationOptions(challenge, allow, 'required')
     },
 
     async optionsFor (purpose, userId, binding) {
@@ -286,11 +289,13 @@ export function passkeyService ({ db, mail, limits, sessions, appUrl, providers,
     },
 
     async check (client, response, purpose, binding, requireUserVerification) {
-      const { challenge, userId: boundTo } = await useChallenge(response.response.clientDataJSON, purpose, binding)
+      const { challenge, userId: boundTo, forNobody } = await useChallenge(response.response.clientDataJSON, purpose, binding)
       const passkey = await findPasskeyByCredential(db, response.id)
       if (passkey === undefined) throw new PasskeyRefusal('unknown')
-      // Another account's passkey, for a ceremony made for this one: no signal that it is unknown (it is not).
-      if (boundTo !== null && passkey.user_id !== boundTo) throw new PasskeyRefusal('invalid')
+      // Another account's passkey, for a ceremony made for this one: no signal that it is unknown
+      // (it is not). One made for an address that is no account's is refused at the same point,
+      // so that signing it tells nothing the account's would not.
+      if (forNobody || (boundTo !== null && passkey.user_id !== boundTo)) throw new PasskeyRefusal('invalid')
       const user = await findUserById(db, passkey.user_id)
       if (user === undefined) throw new PasskeyRefusal('unknown')
       const refuse = (reason: RefusalReason) => new PasskeyRefusal(reason, user.id)

@@ -73,14 +73,14 @@ export async function createWebAuthnChallenge (db: Kysely<Database>, challenge: 
 }
 
 /**
- * Uses the live challenge with this hash, made for `purpose`: the challenge, unless it is
- * unknown, used, expired or made for another purpose. One statement: used once, whoever races.
+ * Uses the live challenge with this hash, made for one of `purposes`: the challenge, unless it
+ * is unknown, used, expired or made for another purpose. One statement: used once, whoever races.
  */
-export function takeWebAuthnChallenge (db: Kysely<Database>, challengeHash: string, purpose: WebAuthnPurpose): Promise<WebAuthnChallengeRow | undefined> {
+export function takeWebAuthnChallenge (db: Kysely<Database>, challengeHash: string, purposes: readonly WebAuthnPurpose[]): Promise<WebAuthnChallengeRow | undefined> {
   return db.updateTable('webauthn_challenges')
     .set({ used_at: sql`now()` })
     .where('challenge_hash', '=', challengeHash)
-    .where('purpose', '=', purpose)
+    .where('purpose', 'in', purposes)
     .where('used_at', 'is', null)
     .where('expires_at', '>', sql<string>`now()`)
     .returningAll()

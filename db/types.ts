@@ -365,13 +365,17 @@ export interface PasskeysTable {
   last_used_at: NullableTimestamp
 }
 
-export type WebAuthnPurpose = 'registration' | 'sign-in' | 'second-factor' | 'step-up'
+/**
+ * What a challenge was made for. `sign-in-nobody`: a sign-in by an address that is no account's,
+ * which no passkey answers (taken as a `sign-in`, so it is refused where another account's is).
+ */
+export type WebAuthnPurpose = 'registration' | 'sign-in' | 'sign-in-nobody' | 'second-factor' | 'step-up'
 
 /** A ceremony's challenge: its SHA-256 only, 5 minutes, used once. */
 export interface WebAuthnChallengesTable {
   challenge_hash: string
   purpose: WebAuthnPurpose
-  /** The user it was made for (null: a discoverable sign-in, or an address that is no account's). */
+  /** The user it was made for (null: a discoverable sign-in, or `sign-in-nobody`). */
   user_id: string | null
   /** The session it was made for (registration, step-up). */
   session_id: string | null

@@ -312,6 +312,17 @@ t.test('by email: an address that is no account\'s gets the same shape, stable, 
   t.equal(Buffer.from(unknown.allowCredentials[0].id, 'base64url').length, 16)
   const withoutPasskeys = await verifiedUser(app)
   t.equal((await signInOptions({ email: withoutPasskeys.email })).allowCredentials.length, 1, 'an account without passkeys looks the same')
+
+  // Signing the options of each with one's own passkey, or with one no account has: the same
+  // answers, so signing tells no more than the options did; and nobody signs in by an address
+  // that is no account's.
+  const { user: signer, authenticator: own } = await userWithPasskey()
+  const code = async (options: Record<string, any>, a: Authenticator) => { const r = await signIn(assert(a, options)); return `${r.statusCode} ${json(r).code}` }
+  for (const [what, email] of [['an account with passkeys', user.email], ['an account without', withoutPasskeys.email], ['no account', 'nobody-here@example.com']] as const) {
+    t.equal(await code(await signInOptions({ email }), own), '401 PASSKEY_INVALID', `${what}: one's own passkey is refused`)
+    t.equal(await code(await signInOptions({ email }), newAuthenticator()), '401 PASSKEY_UNKNOWN', `${what}: a passkey no account has is unknown`)
+  }
+  t.equal((await signIn(assert(own, await signInOptions({ email: signer.email })))).statusCode, 200, 'the signer\'s own address signs them in')
 })
 
 t.test('counters: a device-bound passkey whose counter stands still is refused and recorded; 0 then 0, and synced ones, are accepted', async (t) => {
