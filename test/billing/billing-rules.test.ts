@@ -104,7 +104,7 @@ t.test('invoices of another subscription, and subscription events of another whi
     'an older event of another subscription does not replace an ended one')
 })
 
-t.test('another subscription taking the place of one that has not ended cancels it, whichever of its events comes first', async (t) => {
+t.test('a live subscription taking the place of one that has not ended cancels it, whichever of its events comes first; one still unpaid takes nobody\'s place', async (t) => {
   const unpaid: BillingState = { ...start, status: 'unpaid' }
   const other = { id: 'sub_1New', customerId: 'cus_1', status: 'active', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END + DAY), cancelAtPeriodEnd: false }
   const completed: BillingEvent = { kind: 'checkout-completed', at: new Date(BASE + 2000), subscription: other }
@@ -126,6 +126,25 @@ t.test('another subscription taking the place of one that has not ended cancels 
     t.match(decision, { action: 'apply', state: { subscriptionId: other.id } }, `${kind} of an ended one is stored`)
     t.equal(decision.action === 'apply' ? decision.replaces : 'not applied', undefined, `${kind} of an ended one cancels nothing`)
   }
+  // One whose first payment is still open takes nobody's place: the stored one's own later
+  // update keeps the row, and no order of the two cancels either subscription.
+  const waitingOther: BillingEvent = { kind: 'subscription-updated', at: new Date(BASE + 2000), subscription: { ...other, status: 'incomplete' } }
+  const unpaidRenewed: BillingEvent = {
+    kind: 'subscription-updated', at: new Date(BASE + 3000), subscription: { id: SUBSCRIPTION, customerId: 'cus_1', status: 'unpaid', priceId: 'price_pro_monthly', currentPeriodEnd: new Date(END + 30 * DAY), cancelAtPeriodEnd: false }
+  }
+  for (const order of [[waitingOther, unpaidRenewed], [unpaidRenewed, waitingOther]]) {
+    const decisions: unknown[] = []
+    const end = order.reduce((state, event) => {
+      const decision = decideBillingEvent(state, event)
+      decisions.push(decision)
+      return decision.action === 'apply' ? decision.state : state
+    }, unpaid)
+    t.notOk(decisions.some((d: any) => d.replaces !== undefined), `${order.map((e) => 'subscription' in e ? e.subscription.status : 'invoice').join(', ')}: nothing cancelled`)
+    t.match(fields(end), { subscriptionId: SUBSCRIPTION, status: 'unpaid' }, 'the unpaid one stays stored')
+  }
+  // Once paid, its update replaces the unpaid one.
+  t.match(decideBillingEvent(unpaid, { ...waitingOther, at: new Date(BASE + 4000), subscription: other }), { action: 'apply', replaces: SUBSCRIPTION, state: { subscriptionId: other.id } })
+
   // An ended stored one has nothing to cancel.
   const canceled = decideBillingEvent({ ...start, status: 'canceled' }, updated)
   t.equal(canceled.action === 'apply' ? canceled.replaces : 'not applied', undefined, 'an ended stored one is not cancelled again')
