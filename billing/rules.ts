@@ -18,9 +18,7 @@
 //    the provider (the webhook does it: the user would be billed twice). When the stored
 //    one is not live, a completed checkout links its subscription (its state is fetched from
 //    the provider, so it is current), and a subscription event newer than the stored status
-//    replaces it. A stored one that has not ended (unpaid, paused, incomplete) is replaced by
-//    a live one, whichever of its events comes first, and is then to be cancelled at the
-//    provider; by an ended one without a cancel; never by one still waiting for its payment.
+//    replaces it.
 import type { BillingState, Version } from '../db/types.js'
 
 /** Statuses in which the user has what they paid for. */
@@ -63,13 +61,13 @@ export type IgnoredBecause =
   | 'stale'
   /** For a subscription that has ended. */
   | 'ended'
-  /** For another subscription than the stored one (an invoice; while the stored one is live; or, neither live nor ended itself, while the stored one has not ended). */
+  /** For another subscription than the stored one (an invoice, or while the stored one is live). */
   | 'other-subscription'
   /** An invoice for a stored subscription that is not live. */
   | 'not-live'
 
 export type Decision =
-  /** `replaces`: a stored subscription another one takes the place of before it ended (not live: unpaid, paused, incomplete), to stop billing. */
+  /** `replaces`: a stored subscription a checkout's new one takes the place of before it ended (not live: unpaid, paused, incomplete), to stop billing. */
   | { action: 'apply', state: BillingState, replaces?: string }
   | { action: 'ignore', because: IgnoredBecause }
   /** A checkout completed a second subscription while one is live: stop billing the second. */
@@ -102,22 +100,14 @@ function otherSubscription (stored: BillingState, event: BillingEvent): Decision
       ? { action: 'cancel-second-subscription', subscriptionId: event.subscription.id }
       : ignore('other-subscription')
   }
-  // The stored one, not live but not ended either (unpaid, paused, incomplete), still exists at
-  // the provider and could be paid again (an unpaid invoice settled). A live subscription that
-  // takes its place cancels it, or it would bill beside the new one, whose events alone count
-  // from then on: the first event of the new one that is live does it, its checkout or an update
-  // Stripe sent before it. One that is neither live nor ended (its first payment still open)
-  // leaves it where it is, so that the stored one's own later events cannot take the row back
-  // and cancel the newcomer in turn. One that has ended takes the row and cancels nothing: the
-  // stored one's later events take it back.
-  const waiting = stored.subscriptionId !== null && !isEnded(stored.status)
-  const newcomer = event.subscription.status
-  if (waiting && !isLive(newcomer) && !isEnded(newcomer)) return ignore('other-subscription')
   // A checkout's state was fetched when it was applied: current, whatever its event's time.
   if (event.kind !== 'checkout-completed' && !isNewer(versionOf(event), stored.statusVersion)) return ignore('stale')
   const version = versionOf(event)
   const state = { ...fieldsOf(event.subscription), statusVersion: version, periodEndVersion: version, termsVersion: version }
-  const replaces = waiting && isLive(newcomer) ? stored.subscriptionId ?? undefined : undefined
+  // The stored one, not live but not ended either, still exists at the provider, and could be
+  // paid again (an unpaid invoice settled) and bill beside the new one, whose events alone count
+  // from now on: it is cancelled.
+  const replaces = event.kind === 'checkout-completed' && stored.subscriptionId !== null && !isEnded(stored.status) ? stored.subscriptionId : undefined
   return { action: 'apply', state, ...(replaces !== undefined && { replaces }) }
 }
 

@@ -265,7 +265,7 @@ async function applyPlanned (tx: Kysely<Database>, log: BillingLog, { target, ev
         await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
       }
       if (result.replaced === undefined) return { outcome: 'applied', queued: false }
-      log.info({ userId: result.userId, subscriptionId: result.replaced }, 'another subscription replaced one that had not ended: cancelling it')
+      log.info({ userId: result.userId, subscriptionId: result.replaced }, 'a checkout replaced a subscription that had not ended: cancelling it')
       const queued = await queueProviderAction(tx, { kind: 'cancel-subscription', subscriptionId: result.replaced, reason: 'replaced', userId: result.userId, paymentEventId })
       return { outcome: 'applied', queued }
     }
