@@ -11,7 +11,7 @@ import {
   recordPaymentEvent, replaceOpenCheckoutSession, storeBillingState, storeCancelAtPeriodEnd, toStoredSubscription
 } from '../db/billing.js'
 import { getPreferences } from '../db/preferences.js'
-import type { Database, SubscriptionTarget } from '../db/types.js'
+import type { Database, ProviderActionReason, SubscriptionTarget } from '../db/types.js'
 import { recordUsageEvent } from '../db/usage-events.js'
 import type { Subscription } from '../schemas/billing.js'
 import { NoActiveSubscriptionError, NoBillingAccountError, PaymentProviderError, SubscriptionAlreadyActiveError } from '../errors.js'
@@ -220,10 +220,13 @@ async function applyBillingEvent (tx: Kysely<Database>, target: SubscriptionTarg
 
 /**
  * Applies a planned event in the transaction that records it. A subscription nobody may be
- * billed for (a second one, or one whose account is gone) is queued for cancelling, in the
- * same transaction: decided and recorded together, carried out after the commit.
+ * billed for (a second one, one whose account is gone, or one a checkout replaced) is queued
+ * for cancelling, in the same transaction: decided and recorded together, carried out after
+ * the commit.
  */
 async function applyPlanned (tx: Kysely<Database>, log: BillingLog, { target, event, checkoutSessionId }: Planned, paymentEventId: string): Promise<Applied> {
+  const cancel = async (subscriptionId: string, reason: ProviderActionReason, userId: string | null): Promise<Applied> =>
+    ({ outcome: 'applied', queued: await queueProviderAction(tx, { kind: 'cancel-subscription', subscriptionId, reason, userId, paymentEventId }) })
   const result = await applyBillingEvent(tx, target, event)
   if (checkoutSessionId !== null && 'userId' in target) await forgetCheckoutSession(tx, target.userId, checkoutSessionId)
   switch (result.outcome) {
@@ -235,39 +238,22 @@ async function applyPlanned (tx: Kysely<Database>, log: BillingLog, { target, ev
           return { outcome: 'ignored', queued: false }
         }
         log.warn({ target, subscriptionId: event.subscription.id }, 'checkout completed for an account that no longer exists: cancelling its subscription')
-        const queued = await queueProviderAction(tx, {
-          kind: 'cancel-subscription',
-          subscriptionId: event.subscription.id,
-          reason: 'account-gone',
-          userId: 'userId' in target ? target.userId : null,
-          paymentEventId
-        })
-        return { outcome: 'applied', queued }
+        return cancel(event.subscription.id, 'account-gone', 'userId' in target ? target.userId : null)
       }
       log.warn({ target }, 'webhook event for an unknown customer: recorded, nothing changed')
       return { outcome: 'ignored', queued: false }
-    case 'second-subscription': {
+    case 'second-subscription':
       log.warn({ userId: result.userId, subscriptionId: result.subscriptionId }, 'checkout completed a second subscription while one is live: cancelling it')
-      const queued = await queueProviderAction(tx, {
-        kind: 'cancel-subscription',
-        subscriptionId: result.subscriptionId,
-        reason: 'second-subscription',
-        userId: result.userId,
-        paymentEventId
-      })
-      return { outcome: 'applied', queued }
-    }
+      return cancel(result.subscriptionId, 'second-subscription', result.userId)
     case 'ignored':
       log.info({ because: result.because }, 'webhook event changes nothing: recorded')
       return { outcome: 'ignored', queued: false }
-    case 'applied': {
+    case 'applied':
       if (event.kind === 'checkout-completed' && result.plan === 'pro') {
         await recordUsageEvent(tx, { name: 'subscription_upgraded', userId: result.userId, properties: { userId: result.userId, plan: result.plan } })
       }
       if (result.replaced === undefined) return { outcome: 'applied', queued: false }
       log.info({ userId: result.userId, subscriptionId: result.replaced }, 'a checkout replaced a subscription that had not ended: cancelling it')
-      const queued = await queueProviderAction(tx, { kind: 'cancel-subscription', subscriptionId: result.replaced, reason: 'replaced', userId: result.userId, paymentEventId })
-      return { outcome: 'applied', queued }
-    }
+      return cancel(result.replaced, 'replaced', result.userId)
   }
 }

@@ -131,7 +131,7 @@ export interface PaymentEventsTable {
 
 /** What a provider action does; billing/provider-actions.ts carries it out. */
 export type ProviderActionKind = 'cancel-subscription'
-/** Why: a second subscription while one is live, or a checkout completed for an account that is gone. */
+/** Why: a second subscription while one is live, one a checkout replaced before it ended, or a checkout completed for an account that is gone. */
 export type ProviderActionReason = 'second-subscription' | 'replaced' | 'account-gone'
 
 export interface BillingProviderActionsTable {
