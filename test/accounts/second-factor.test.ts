@@ -20,7 +20,7 @@ t.teardown(() => sink.close())
 const app = await build(t, { SMTP_URL: sink.url, EMAIL_FROM: 'Task App <no-reply@example.com>' })
 const mailTo = (email: string, subject: RegExp) => sink.waitFor((m) => m.to === email && subject.test(m.subject))
 
-/** The code of `secret` at `ms` (now by default), as an authenticator app shows it. */
+/** The TOTP step `ms` falls in. */
 const stepOf = (ms: number) => Math.floor(ms / 30_000)
 
 /**
